@@ -1,0 +1,81 @@
+"""Registers the `ttnn` device with PyTorch. Cheap: no ttnn import, no device opened.
+
+    - PrivateUse1 renamed to `ttnn` (torch.device("ttnn:0"), Tensor.is_ttnn, Module.ttnn()), `torch.ttnn`
+      is device_module
+    - PrivateUse1 kernels for the factory and copy ops (they have no ttnn tensor argument, so only the
+      `device=` argument routes them to us), and a boxed PrivateUse1 fallback for anything else
+    - composite ops kept whole for inference (linear, matmul, scaled_dot_product_attention, layer_norm):
+      an AutogradPrivateUse1 kernel sends them to the backend whole when no input needs a gradient, and
+      decomposes them (so autograd records their parts and gradients are right) when one does
+    - AutocastPrivateUse1 falls through (torch.autocast("ttnn") runs ops as they are)
+"""
+from __future__ import annotations
+
+import torch
+
+BACKEND = "ttnn"
+
+# Factory and copy ops that reach the backend through the PrivateUse1 key.
+FACTORY_OPS = (
+    "empty.memory_format", "empty_strided", "empty_like", "empty_permuted",
+    "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "scalar_tensor",
+    "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full",
+    "arange", "arange.start", "arange.start_step",
+    "rand", "rand.generator", "rand_like", "randn", "randn.generator", "randn_like",
+    "randint", "randint.low", "randint.generator", "randint.low_generator", "randint_like",
+    "randint_like.low_dtype", "randperm", "randperm.generator", "normal.float_float",
+    "eye", "eye.m", "linspace", "tril_indices", "triu_indices",
+    "_to_copy", "copy_",
+)
+# CompositeImplicitAutograd ops worth keeping whole for inference: each becomes one fused TT-NN op.
+KEEP_WHOLE = ("linear", "matmul", "scaled_dot_product_attention", "layer_norm")
+
+_libs: list = []
+
+
+def _op(qualname: str):
+    name, _, overload = qualname.partition(".")
+    return getattr(getattr(torch.ops.aten, name), overload or "default")
+
+
+def _to_backend(op):
+    def kernel(*args, **kwargs):
+        from .dispatch import dispatch
+        return dispatch(op, args, kwargs)
+    return kernel
+
+
+def _keep_whole(op):
+    def kernel(*args, **kwargs):
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                           for a in list(args) + list(kwargs.values())):
+            return op.decompose(*args, **kwargs)  # autograd sees (and differentiates) the parts
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args, **kwargs)
+    return kernel
+
+
+def _boxed_fallback(op, *args, **kwargs):
+    from .dispatch import dispatch
+    return dispatch(op, args, kwargs)
+
+
+def register() -> None:
+    if torch._C._get_privateuse1_backend_name() == BACKEND:
+        return
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    from . import device_module
+    _setup_privateuseone_for_python_backend(BACKEND, backend_module=device_module)
+
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(_boxed_fallback, "PrivateUse1")
+    fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    kernels = torch.library.Library("aten", "IMPL")
+    for name in FACTORY_OPS:
+        op = _op(name)
+        kernels.impl(op, _to_backend(op), "PrivateUse1")
+    for name in KEEP_WHOLE:
+        op = _op(name)
+        kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
+    _libs.extend([fallback, kernels])

@@ -1,0 +1,299 @@
+"""The device API: the only module of ttnn_eager that calls ttnn.
+
+Everything the backend does on a device goes through four functions:
+
+    device(index)                     the ttnn device behind `ttnn:<index>` (opened on first use, closed at exit)
+    upload(tensor, dtype, layout)   host -> device (ttnn.from_torch), counted in host_to_device
+    download(handle)                device -> host (ttnn.to_torch), counted in device_to_host
+    run(op, *args, **kwargs)        one ttnn op (e.g. "linear", "transformer.scaled_dot_product_attention"),
+                                    counted in ttnn_ops
+
+and the results are `Handle`s: a ttnn tensor plus what PyTorch sees of it (torch dtype and shape).
+
+Shadow execution (mock devices). A mock device runs ttnn for real -- validation, program factories, the
+DRAM/L1 allocator -- but executes nothing, so downloading a result would give zeros. On a mock device each
+handle therefore also carries `shadow`: the torch tensor the device tensor would hold. `run` mirrors every
+ttnn call with TT-NN's own golden function (`ttnn.get_golden_function`), or with a reference from
+`REFERENCES` where ttnn has none, evaluated in float32 on the shadows and rounded to the output's device
+dtype (bfloat16 by `.to(torch.bfloat16)`, bfloat8_b through ttnn's own host conversion). On hardware
+`shadow` is None and the same code path downloads real values.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+
+import torch
+
+from . import counters, runtime
+
+RUNTIME = runtime.get()  # must come before `import ttnn`: it sets the variables ttnn reads
+import ttnn  # noqa: E402
+
+MOCK = RUNTIME.mock
+TILE = ttnn.TILE_LAYOUT
+ROW_MAJOR = ttnn.ROW_MAJOR_LAYOUT
+BFLOAT16, BFLOAT8_B, FLOAT32 = ttnn.bfloat16, ttnn.bfloat8_b, ttnn.float32
+INT32, UINT32 = ttnn.int32, ttnn.uint32
+TILE_SIZE = 32
+
+# How a device dtype is held on the host (shadow values, downloads).
+_HOST_DTYPE = {
+    ttnn.bfloat16: torch.bfloat16, ttnn.bfloat8_b: torch.bfloat16, ttnn.bfloat4_b: torch.bfloat16,
+    ttnn.float32: torch.float32, ttnn.int32: torch.int32, ttnn.uint32: torch.int64,
+    ttnn.uint16: torch.int32, ttnn.uint8: torch.int32,
+}
+_BLOCK_FLOAT = (ttnn.bfloat8_b, ttnn.bfloat4_b)
+# Keyword arguments that steer how the device computes, not what: never passed to a golden function.
+_DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
+
+
+class Handle:
+    """A device tensor and what PyTorch sees of it.
+
+    tt      the ttnn.Tensor (layout, device dtype, logical and padded shape are its own), or None for a
+            tensor created by torch.empty and not yet written
+    shadow  on a mock device: the value of `tt` as a torch tensor of its host dtype; else None
+    dtype   the torch dtype PyTorch sees (float32 may be stored as bfloat16: see layout.py)
+    shape   the torch shape PyTorch sees
+    index   the device index (`ttnn:<index>`)
+    """
+
+    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "__weakref__")
+
+    def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int):
+        self.tt, self.shadow, self.dtype, self.shape, self.index = tt, shadow, dtype, torch.Size(shape), index
+
+    @property
+    def layout(self):
+        return self.tt.layout
+
+    @property
+    def tt_dtype(self):
+        return self.tt.dtype
+
+    @property
+    def padded_shape(self):
+        return tuple(self.tt.padded_shape)
+
+    def __repr__(self):
+        where = "unwritten" if self.tt is None else f"{self.tt.layout}, {self.tt.dtype}, padded {self.padded_shape}"
+        return f"Handle(ttnn:{self.index}, {tuple(self.shape)}, {self.dtype}, {where})"
+
+
+# ----------------------------------------------------------------------------------------------- devices
+_devices: dict = {}
+
+
+def device_count() -> int:
+    if MOCK:
+        return 2 if RUNTIME.mode == "mock-n300" else 1
+    return ttnn.GetNumAvailableDevices()
+
+
+def check_index(index: int) -> None:
+    n = device_count()
+    if not 0 <= index < n:
+        raise RuntimeError(f"ttnn:{index} is not available: this system has {n} ttnn device(s) "
+                           f"({', '.join(f'ttnn:{i}' for i in range(n))}). Use one of those indices.")
+
+
+def device(index: int):
+    dev = _devices.get(index)
+    if dev is None:
+        check_index(index)
+        dev = _devices[index] = ttnn.open_device(device_id=index)
+    return dev
+
+
+def is_open(index: int) -> bool:
+    return index in _devices
+
+
+def device_name(index: int) -> str:
+    if MOCK:
+        return f"{RUNTIME.board} (mock)"
+    return f"{ttnn.get_arch_name()} (device {index})"
+
+
+def arch_name() -> str:
+    return ttnn.get_arch_name()
+
+
+def memory_allocated(index: int) -> int:
+    """Bytes allocated on the device by ttnn's own allocator (DRAM and L1 buffers)."""
+    if index not in _devices:
+        return 0
+    dev = _devices[index]
+    total = 0
+    for kind in (ttnn.BufferType.DRAM, ttnn.BufferType.L1):
+        view = ttnn.get_memory_view(dev, kind)
+        total += view.total_bytes_allocated_per_bank * view.num_banks
+    return total
+
+
+def memory_capacity(index: int) -> int:
+    view = ttnn.get_memory_view(device(index), ttnn.BufferType.DRAM)
+    return view.total_bytes_per_bank * view.num_banks
+
+
+def program_cache_entries(index: int) -> int:
+    return _devices[index].num_program_cache_entries() if index in _devices else 0
+
+
+def synchronize(index: int) -> None:
+    if index in _devices:
+        ttnn.synchronize_device(_devices[index])
+
+
+@atexit.register
+def _close_all() -> None:
+    import gc
+    gc.collect()  # drop device tensors that are already garbage before their device goes away
+    for index in list(_devices):
+        ttnn.close_device(_devices.pop(index))
+
+
+# ----------------------------------------------------------------------------------------------- values
+def host_dtype(tt_dtype) -> torch.dtype:
+    return _HOST_DTYPE[tt_dtype]
+
+
+def _round(value: torch.Tensor, tt_dtype) -> torch.Tensor:
+    """What the device holds after storing `value` as `tt_dtype`."""
+    if tt_dtype in _BLOCK_FLOAT:  # shared-exponent blocks: let ttnn's own host conversion do the packing
+        packed = ttnn.from_torch(value.float(), dtype=tt_dtype, layout=TILE)
+        return ttnn.to_torch(packed).to(torch.bfloat16).reshape(value.shape)
+    target = _HOST_DTYPE[tt_dtype]
+    if not target.is_floating_point and value.is_floating_point():
+        value = value.round()
+    return value.to(target)
+
+
+def _golden_input(x):
+    if isinstance(x, Handle):
+        s = x.shadow
+        return s.float() if s.dtype == torch.bfloat16 else s
+    if isinstance(x, (list, tuple)):
+        return type(x)(_golden_input(y) for y in x)
+    return x
+
+
+def _unwrap(x):
+    if isinstance(x, Handle):
+        return x.tt
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(y) for y in x)
+    return x
+
+
+def _first_handle(args):
+    for a in args:
+        if isinstance(a, Handle):
+            return a
+        if isinstance(a, (list, tuple)):
+            h = _first_handle(a)
+            if h is not None:
+                return h
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(op: str):
+    fn = ttnn
+    for part in op.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def _reference(op: str):
+    ref = REFERENCES.get(op)
+    if ref is not None:
+        return ref
+    try:
+        return ttnn.get_golden_function(_resolve(op))
+    except Exception as e:  # pragma: no cover - every op we use has one or a reference
+        raise NotImplementedError(f"ttnn.{op} has no golden function and no reference in device_api.REFERENCES") from e
+
+
+def _typecast_ref(x, dtype, **_):
+    return x
+
+
+def _to_layout_ref(x, *_, **__):
+    return x
+
+
+# References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
+# float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
+REFERENCES = {
+    "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
+    "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value
+    "tilize": _to_layout_ref,
+    "untilize": _to_layout_ref,
+}
+
+
+# ----------------------------------------------------------------------------------------------- the verbs
+def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype | None = None) -> Handle:
+    """Host -> device. `value` is converted to `tt_dtype` by ttnn on the host, then moved."""
+    dev = device(index)
+    src = value.detach()
+    if src.dtype == torch.bool:
+        src = src.to(torch.bfloat16)
+    elif src.dtype == torch.int64:
+        src = src.to(torch.int32)
+    tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
+    counters.counts["host_to_device"] += 1
+    shadow = _round(src, tt_dtype) if MOCK else None
+    return Handle(tt, shadow, dtype or value.dtype, value.shape, index)
+
+
+def download(h: Handle) -> torch.Tensor:
+    """Device -> host: the value as a CPU tensor of the torch dtype PyTorch sees."""
+    counters.counts["device_to_host"] += 1
+    if h.tt is None:
+        return torch.zeros(h.shape, dtype=h.dtype)
+    real = ttnn.to_torch(h.tt)
+    value = h.shadow if MOCK else real
+    return value.reshape(h.shape).to(h.dtype)
+
+
+def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
+    """Call `ttnn.<op>(*args, **kwargs)` with Handles in place of ttnn tensors; returns Handle(s).
+
+    The results' torch dtype is `out_dtype`, else that of the first Handle argument.
+    """
+    out = _resolve(op)(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    counters.counts["ttnn_ops"] += 1
+    counters.ttnn_by_op[op] += 1
+    first = _first_handle(args) or _first_handle(kwargs.values())
+    dtype = out_dtype or first.dtype
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    shadows = [None] * len(outs)
+    if MOCK:
+        gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
+        ref = _reference(op)(*_golden_input(args), **gkwargs)
+        refs = ref if isinstance(ref, (list, tuple)) else (ref,)
+        shadows = [_round(r.reshape(tuple(o.shape)), o.dtype) for r, o in zip(refs, outs)]
+    handles = [Handle(o, s, dtype, tuple(o.shape), first.index) for o, s in zip(outs, shadows)]
+    return handles if isinstance(out, (list, tuple)) else handles[0]
+
+
+def create(op: str, shape, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
+    """A factory op on the device (`full`, `zeros`, `ones`, `arange`): no transfer."""
+    out = _resolve(op)(*(() if shape is None else (tuple(shape),)), dtype=tt_dtype, layout=layout,
+                       device=device(index), **kwargs)
+    counters.counts["ttnn_ops"] += 1
+    counters.ttnn_by_op[op] += 1
+    shadow = None
+    if MOCK:
+        ref = _reference(op)(*(() if shape is None else (tuple(shape),)), dtype=tt_dtype, **kwargs)
+        shadow = _round(ref.reshape(tuple(out.shape)), out.dtype)
+    return Handle(out, shadow, dtype, tuple(out.shape) if shape is None else shape, index)
+
+
+def enum(name: str):
+    """A ttnn enum or constant by dotted name (e.g. "GeluVariant.Tanh"), for lowerings that pass one."""
+    return _resolve(name)

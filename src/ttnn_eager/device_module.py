@@ -1,0 +1,116 @@
+"""`torch.ttnn`: the device module, what `torch.cuda` is for CUDA.
+
+Cheap to import: ttnn itself is imported (and devices opened) at the first call that needs a device.
+"""
+from __future__ import annotations
+
+import torch
+
+_current = 0
+
+
+def _api():
+    from . import device_api
+    return device_api
+
+
+def _index(device=None) -> int:
+    if device is None:
+        return _current
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "ttnn":
+        raise ValueError(f"expected a ttnn device, got {device}")
+    return _current if device.index is None else device.index
+
+
+def is_available() -> bool:
+    """True when a ttnn device can be used: a Tenstorrent card, or the mock device (see TTNN_EAGER_DEVICE)."""
+    try:
+        return device_count() > 0
+    except Exception:
+        return False
+
+
+def is_initialized() -> bool:
+    import sys
+    return "ttnn_eager.device_api" in sys.modules
+
+
+def _lazy_init() -> None:
+    _api()
+
+
+def device_count() -> int:
+    return _api().device_count()
+
+
+def current_device() -> int:
+    return _current
+
+
+def set_device(device) -> None:
+    """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index."""
+    global _current
+    index = _index(device)
+    _api().check_index(index)
+    _current = index
+
+
+class device:
+    """Context manager: `with torch.ttnn.device(1): ...` makes ttnn:1 the current device."""
+
+    def __init__(self, device):
+        self.index = _index(device)
+
+    def __enter__(self):
+        self.prev = _current
+        set_device(self.index)
+
+    def __exit__(self, *exc):
+        set_device(self.prev)
+
+
+def synchronize(device=None) -> None:
+    """Wait until every op queued on the device has finished."""
+    _api().synchronize(_index(device))
+
+
+def get_device_name(device=None) -> str:
+    """e.g. "Wormhole n150 (mock)"."""
+    api = _api()
+    index = _index(device)
+    api.check_index(index)
+    return api.device_name(index)
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory (DRAM and L1) held by tensors, from ttnn's own allocator."""
+    return _api().memory_allocated(_index(device))
+
+
+def mem_get_info(device=None) -> tuple:
+    """(free, total) DRAM bytes of the device, like torch.cuda.mem_get_info."""
+    api = _api()
+    index = _index(device)
+    total = api.memory_capacity(index)
+    return total - api.memory_allocated(index), total
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+# torch.manual_seed() calls torch.<backend>.manual_seed_all(). Random tensors for a ttnn device are drawn
+# from the CPU generator (so they equal the CPU's under the same seed), which torch.manual_seed seeds.
+def manual_seed(seed) -> None:
+    pass
+
+
+def manual_seed_all(seed) -> None:
+    pass
+
+
+def get_amp_supported_dtype():
+    return [torch.bfloat16]

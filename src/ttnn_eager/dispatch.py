@@ -1,0 +1,276 @@
+"""The single entry point of every aten op on a `ttnn` device.
+
+    dispatch(func, args, kwargs)
+      1. a CompositeImplicitAutograd op that arrives whole (inference_mode skips the autograd keys) and has
+         no lowering of its own is decomposed, as PyTorch would above us
+      2. the registered lowering runs: tensors become device Handles in the layout the lowering declares
+         (layout.ensure), CPU 0-d tensors become Python scalars, other CPU tensors are refused
+         ("Expected all tensors to be on the same device ...")
+      3. in-place (`add_`) and out= (`add.out`) ops with no lowering of their own run their functional op's
+         lowering and write the result into the tensor PyTorch hands back
+      4. anything else runs on the CPU fallback: inputs downloaded, the op run by PyTorch on the CPU, outputs
+         uploaded (in-place and out= semantics kept); warned once per op, counted in `fallbacks`; in strict
+         mode an error naming the op instead.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+from torch.utils._pytree import tree_map
+
+from . import config, counters
+from . import device_api as api
+from . import layout
+from . import lowerings  # noqa: F401  (registers every lowering)
+from .registry import REGISTRY, Unfit
+from .tensor import TtnnTensor
+
+aten = torch.ops.aten
+
+
+class FallbackError(NotImplementedError):
+    """Strict mode: an aten op has no TT-NN lowering."""
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+@functools.lru_cache(maxsize=None)
+def _is_cia(func) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+
+
+@functools.lru_cache(maxsize=None)
+def _aliases(func):
+    """Outputs that alias an input: ((output index, input position or name, is_write), ...)."""
+    out = []
+    args = func._schema.arguments
+    for ri, ret in enumerate(func._schema.returns):
+        if ret.alias_info is None:
+            continue
+        for ai, arg in enumerate(args):
+            if arg.alias_info is not None and arg.alias_info.before_set == ret.alias_info.before_set:
+                out.append((ri, arg.name if arg.kwarg_only else ai, arg.name, ret.alias_info.is_write))
+                break
+    return tuple(out)
+
+
+def _get(args, kwargs, where, name):
+    if isinstance(where, int) and where < len(args):
+        return args[where]
+    return kwargs.get(name)
+
+
+def _device_error(a: str, b: str) -> RuntimeError:
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+
+
+class _Call:
+    """Turns one call's arguments into what a lowering receives."""
+
+    __slots__ = ("index", "promote", "mixed")
+
+    def __init__(self, mixed: bool):
+        self.index, self.promote, self.mixed = None, [], mixed
+
+    def arg(self, a, need):
+        if isinstance(a, TtnnTensor):
+            h = a._handle
+            if self.index is None:
+                self.index = h.index
+            elif h.index != self.index:
+                raise _device_error(f"ttnn:{self.index}", f"ttnn:{h.index}")
+            if need is None:
+                return h
+            if need.dtype == "promote":
+                self.promote.append(h)
+                return h
+            return layout.ensure(h, need)
+        if isinstance(a, torch.Tensor):
+            if self.mixed:
+                return a
+            if a.dim() == 0 and a.device.type == "cpu":
+                return a.item()  # PyTorch lets 0-d CPU tensors mix with any device
+            first = f"ttnn:{self.index}" if self.index is not None else "ttnn:0"
+            raise _device_error(first, str(a.device))
+        if type(a) in (list, tuple):
+            return type(a)(self.arg(x, need) for x in a)
+        return a
+
+
+def _wrap(x):
+    if isinstance(x, api.Handle):
+        return TtnnTensor(x)
+    if type(x) in (list, tuple):
+        return type(x)(_wrap(y) for y in x)
+    return x
+
+
+def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
+    """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
+    dst = target._handle
+    if tuple(h.shape) != tuple(dst.shape):
+        if h.shape.numel() == dst.shape.numel() and h.tt is not None:
+            h = api.run("reshape", layout.ensure(h, layout.ANY), tuple(dst.shape) or (1,))
+        else:
+            raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
+    h = layout.retag(h, dst.dtype)
+    dst.tt, dst.shadow = h.tt, h.shadow
+    return target
+
+
+def _finish(func, result, args, kwargs):
+    """Wrap Handles as TtnnTensors; in-place/out= outputs are the tensors the caller passed."""
+    aliases = _aliases(func)
+    if not aliases:
+        return _wrap(result)
+    single = not isinstance(result, (list, tuple))
+    outs = [result] if single else list(result)
+    for ri, where, name, is_write in aliases:
+        if ri >= len(outs):
+            continue
+        orig = _get(args, kwargs, where, name)
+        if is_write:
+            if outs[ri] is not orig and isinstance(outs[ri], api.Handle):
+                write_into(orig, outs[ri])
+            outs[ri] = orig
+        elif isinstance(outs[ri], api.Handle) and torch.is_inference_mode_enabled() \
+                and isinstance(orig, torch.Tensor) and not orig.is_inference():
+            # a view of a normal tensor made inside inference_mode must itself be a normal tensor
+            with torch.inference_mode(False):
+                outs[ri] = TtnnTensor(outs[ri])
+    outs = [_wrap(o) for o in outs]
+    return outs[0] if single else tuple(outs)
+
+
+# ----------------------------------------------------------------------------------------------- entry
+def dispatch(func, args, kwargs):
+    entry = REGISTRY.get(func)
+    if entry is None:
+        if _is_cia(func):
+            r = func.decompose(*args, **kwargs)
+            if r is not NotImplemented:
+                return r
+        derived = _functional_of(func)
+        if derived is not None:
+            return _run_derived(func, derived, args, kwargs)
+        counters.counts["aten_ops"] += 1
+        counters.aten_by_op[func] += 1
+        return fallback(func, args, kwargs)
+    counters.counts["aten_ops"] += 1
+    counters.aten_by_op[func] += 1
+    call = _Call(entry.mixed_devices)
+    by_pos = entry.by_position
+    hargs = [call.arg(a, by_pos[i] if i < len(by_pos) else None) for i, a in enumerate(args)]
+    hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
+    if call.promote:
+        promoted = dict(zip(map(id, call.promote), layout.ensure_promoted(call.promote)))
+        hargs = [promoted.get(id(a), a) for a in hargs]
+        hkwargs = {k: promoted.get(id(v), v) for k, v in hkwargs.items()}
+    try:
+        result = entry.fn(*hargs, **hkwargs)
+    except Unfit:
+        if _is_cia(func):
+            return func.decompose(*args, **kwargs)
+        return fallback(func, args, kwargs)
+    return _finish(func, result, args, kwargs)
+
+
+# ----------------------------------------------------------------------------------------------- in-place, out=
+@functools.lru_cache(maxsize=None)
+def _functional_of(func):
+    """For `add_.Tensor` / `add.out`: the registered functional overload (`add.Tensor`), else None."""
+    schema = func._schema
+    name = schema.name.split("::")[1]
+    packet = None
+    if name.endswith("_") and not name.startswith("_"):
+        packet = getattr(aten, name[:-1], None)
+        candidates = [func._overloadname]
+    elif func._overloadname == "out" or func._overloadname.endswith("_out"):
+        packet = getattr(aten, name, None)
+        base = func._overloadname[:-4] if func._overloadname.endswith("_out") else "default"
+        candidates = [base, "Tensor", "default"]
+    if packet is None:
+        return None
+    for ovl in candidates:
+        op = getattr(packet, ovl, None)
+        if op is not None and op in REGISTRY:
+            return op
+    return None
+
+
+def _run_derived(func, functional, args, kwargs):
+    out_names = [a.name for a in func._schema.arguments if a.is_out]
+    fkwargs = {k: v for k, v in kwargs.items() if k not in out_names}
+    if out_names:
+        result = dispatch(functional, args, fkwargs)
+        targets = [kwargs[n] for n in out_names]
+    else:
+        result = dispatch(functional, args, fkwargs)
+        targets = [args[0]]
+    results = result if isinstance(result, (list, tuple)) else [result]
+    for t, r in zip(targets, results):
+        if not isinstance(t, TtnnTensor):
+            raise _device_error(str(r.device), str(t.device))
+        write_into(t, r._handle)
+    return targets[0] if len(targets) == 1 else tuple(targets)
+
+
+# ----------------------------------------------------------------------------------------------- fallback
+_warned: set = set()
+
+
+def fallback(func, args, kwargs):
+    """Run `func` on the CPU: download inputs, compute, upload outputs (in-place/out= written back)."""
+    if config.settings["strict"]:
+        raise FallbackError(
+            f"ttnn_eager strict mode: aten op {func} has no TT-NN lowering, and strict mode forbids the CPU "
+            f"fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to fall back, or add a lowering for it.")
+    counters.counts["fallbacks"] += 1
+    counters.fallback_by_op[func] += 1
+    if func not in _warned:
+        _warned.add(func)
+        warnings.warn(f"ttnn_eager: aten op {func} has no TT-NN lowering; it runs on the CPU "
+                      f"(copies to and from the device). ttnn_eager.report() shows every such op.",
+                      stacklevel=3)
+    index = _device_index(args, kwargs)
+
+    def to_cpu(x):
+        if isinstance(x, TtnnTensor):
+            return api.download(x._handle)
+        if isinstance(x, torch.device) and x.type == "ttnn":
+            return torch.device("cpu")
+        return x
+
+    cpu_args, cpu_kwargs = tree_map(to_cpu, (args, kwargs))
+    out = func(*cpu_args, **cpu_kwargs)
+    aliases = {ri: (where, name) for ri, where, name, is_write in _aliases(func) if is_write}
+    single = not isinstance(out, (list, tuple))
+    outs = [out] if single else list(out)
+    for i, o in enumerate(outs):
+        if i in aliases:
+            orig = _get(args, kwargs, *aliases[i])
+            if isinstance(orig, TtnnTensor):
+                write_into(orig, layout.to_device(o, orig._handle.index))
+            outs[i] = orig
+        elif isinstance(o, torch.Tensor):
+            outs[i] = TtnnTensor(layout.to_device(o, index))
+    return outs[0] if single else type(out)(outs)
+
+
+def _device_index(args, kwargs) -> int:
+    for x in list(args) + list(kwargs.values()):
+        if isinstance(x, TtnnTensor):
+            return x._handle.index
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                if isinstance(y, TtnnTensor):
+                    return y._handle.index
+        if isinstance(x, torch.device) and x.type == "ttnn":
+            return x.index if x.index is not None else current_device()
+    return current_device()
+
+
+def current_device() -> int:
+    from .device_module import current_device
+    return current_device()

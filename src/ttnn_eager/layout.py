@@ -1,0 +1,167 @@
+"""The layout and dtype policy: the one place that decides how a tensor is stored on the device.
+
+TT-NN computes on TILE tensors (32x32 tiles; the last two dimensions padded to multiples of 32, the logical
+shape kept beside the padded one) and moves data, gathers embedding rows and transfers to and from the
+host in ROW_MAJOR. So:
+
+Storage (at upload, `storage_for`):
+    torch.float32   bfloat16, TILE      (float32, TILE with configure(float32_storage="float32"))
+    torch.bfloat16  bfloat16, TILE
+    torch.float16   bfloat16, TILE      (TT-NN has no float16)
+    torch.bool      bfloat16, TILE      (0.0 / 1.0; comparisons on the device produce the same)
+    torch.int64     int32, ROW_MAJOR    (values must fit in int32: checked at upload)
+    int32/int16/int8/uint8  int32, ROW_MAJOR
+    float64, complex: refused (TypeError naming a dtype to use)
+Integer tensors start ROW_MAJOR because their main consumer, the embedding gather, wants ROW_MAJOR uint32
+indices; a floating tensor starts TILE because every compute op wants TILE.
+
+Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
+    ANY         as it is (data movement: view, permute, slice ...)
+    TILE        TILE layout, dtype kept
+    TILE_FLOAT  TILE layout, floating dtype (integer/bool tensors are converted to bfloat16)
+    PROMOTE     TILE layout; all PROMOTE arguments of one call share a device dtype (int -> bfloat16)
+    ROW_MAJOR   ROW_MAJOR layout, dtype kept
+    INDEX       ROW_MAJOR uint32 (embedding indices)
+`ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
+converted once stays converted and no second copy is kept -- while a dtype change (which may lose
+information) gives a new handle. Each conversion is counted in `layout_conversions`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import config, counters
+from . import device_api as api
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    name: str
+    layout: object = None   # api.TILE / api.ROW_MAJOR / None (keep)
+    dtype: str = "keep"     # "keep" | "float" | "promote" | "uint32"
+
+    def __repr__(self):
+        return self.name
+
+
+ANY = Need("ANY")
+TILE = Need("TILE", api.TILE)
+TILE_FLOAT = Need("TILE_FLOAT", api.TILE, "float")
+PROMOTE = Need("PROMOTE", api.TILE, "promote")
+ROW_MAJOR = Need("ROW_MAJOR", api.ROW_MAJOR)
+INDEX = Need("INDEX", api.ROW_MAJOR, "uint32")
+
+_FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
+                 torch.bool: api.BFLOAT16}
+_INT = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def float_device_dtype():
+    return api.FLOAT32 if config.settings["float32_storage"] == "float32" else api.BFLOAT16
+
+
+def check_dtype(dtype: torch.dtype) -> None:
+    if dtype in _FLOAT_DEVICE or dtype in _INT:
+        return
+    hint = "torch.float32" if dtype.is_floating_point or dtype.is_complex else "torch.int32"
+    raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. "
+                    f"x.to({hint}) (supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8)")
+
+
+def storage_for(dtype: torch.dtype):
+    """(device dtype, layout) a tensor of torch dtype `dtype` gets at upload."""
+    check_dtype(dtype)
+    if dtype in _INT:
+        return api.INT32, api.ROW_MAJOR
+    return (_FLOAT_DEVICE[dtype] or float_device_dtype()), api.TILE
+
+
+def check_int_range(value: torch.Tensor) -> None:
+    if value.dtype == torch.int64 and value.numel():
+        lo, hi = int(value.min()), int(value.max())
+        if lo < INT32_MIN or hi > INT32_MAX:
+            raise RuntimeError(f"int64 values in [{lo}, {hi}] do not fit the device's int32 integers "
+                               f"[{INT32_MIN}, {INT32_MAX}]; keep such tensors on the CPU or rescale them")
+
+
+def to_device(value: torch.Tensor, index: int) -> api.Handle:
+    """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
+    tt_dtype, layout = storage_for(value.dtype)
+    check_int_range(value)
+    if value.dim() == 0 or value.numel() == 0:
+        layout = api.ROW_MAJOR if value.numel() == 0 else layout
+    return api.upload(value, tt_dtype, layout, index)
+
+
+def materialize(h: api.Handle) -> api.Handle:
+    """Give an unwritten (torch.empty) handle a device tensor: zeros."""
+    if h.tt is None:
+        tt_dtype, layout = storage_for(h.dtype)
+        z = api.create("zeros", h.shape, tt_dtype, layout, h.index, h.dtype)
+        h.tt, h.shadow = z.tt, z.shadow
+    return h
+
+
+def _relayout(h: api.Handle, layout) -> None:
+    """Change h's layout in place (lossless, so every user of h may share the converted form)."""
+    if layout is not None and h.layout != layout:
+        new = api.run("to_layout", h, layout)
+        counters.counts["layout_conversions"] += 1
+        h.tt, h.shadow = new.tt, new.shadow
+
+
+def _typecast(h: api.Handle, tt_dtype) -> api.Handle:
+    """h converted to device dtype `tt_dtype`: a new handle (a dtype change may lose information, so the
+    original stays as it is). Typecasts run on TILE tensors."""
+    if h.tt_dtype == tt_dtype:
+        return h
+    _relayout(h, api.TILE)
+    counters.counts["layout_conversions"] += 1
+    return api.run("typecast", h, tt_dtype)
+
+
+def _is_float(tt_dtype) -> bool:
+    return tt_dtype in (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)
+
+
+def ensure(h: api.Handle, need: Need) -> api.Handle:
+    """h in the form `need` asks for: layout changes happen in place (and stay), dtype changes give a new
+    handle."""
+    materialize(h)
+    if need.dtype == "float" and not _is_float(h.tt_dtype):
+        h = _typecast(h, api.BFLOAT16)
+    elif need.dtype == "uint32" and h.tt_dtype != api.UINT32:
+        h = _typecast(h, api.UINT32)
+    _relayout(h, need.layout)
+    return h
+
+
+def ensure_promoted(handles: list) -> list:
+    """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32."""
+    handles = [ensure(h, TILE) for h in handles]
+    dtypes = {h.tt_dtype for h in handles}
+    if len(dtypes) > 1 or api.UINT32 in dtypes:
+        floats = [d for d in dtypes if _is_float(d)]
+        target = api.FLOAT32 if api.FLOAT32 in floats else (api.BFLOAT16 if floats else api.INT32)
+        handles = [_typecast(h, target) for h in handles]
+    return handles
+
+
+def weight_dtype():
+    return api.BFLOAT8_B if config.settings["weight_dtype"] == "bfloat8_b" else None
+
+
+def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
+    """The same value as torch dtype `dtype` (a new handle; the device tensor is converted when the
+    storage policy stores `dtype` differently, e.g. an int32 result written into a float tensor)."""
+    if h.dtype == dtype:
+        return h
+    new = api.Handle(h.tt, h.shadow, dtype, h.shape, h.index)
+    if dtype != torch.bool and h.tt is not None and new.tt_dtype != storage_for(dtype)[0]:
+        new = _typecast(new, storage_for(dtype)[0])
+        new.dtype = dtype
+    return new

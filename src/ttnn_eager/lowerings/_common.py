@@ -1,0 +1,55 @@
+"""Small helpers shared by the lowerings."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .. import device_api as api
+
+
+def is_handle(x) -> bool:
+    return isinstance(x, api.Handle)
+
+
+def index_of(device) -> int:
+    """Device index of a `device=` argument (None or "ttnn" without index: the current device)."""
+    from ..device_module import current_device
+    if device is None:
+        return current_device()
+    device = torch.device(device)
+    return current_device() if device.index is None else device.index
+
+
+def dim(d: int, ndim: int) -> int:
+    """A dimension index made non-negative (PyTorch's wrap rule; 0-d tensors accept 0 and -1)."""
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return d % n
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(dtype: torch.dtype, zero_dim: bool) -> torch.Tensor:
+    return torch.empty(() if zero_dim else (1,), dtype=dtype)
+
+
+def _probe_of(x):
+    return _probe(x.dtype, len(x.shape) == 0) if is_handle(x) else x
+
+
+def result_dtype(a, b) -> torch.dtype:
+    """PyTorch's type promotion of two operands (handles or Python scalars; at least one handle)."""
+    return torch.result_type(_probe_of(a), _probe_of(b))
+
+
+def contiguous_shape(shape, numel: int) -> tuple:
+    """Resolve a -1 in a view/reshape size."""
+    shape = list(shape)
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        shape[shape.index(-1)] = numel // known if known else 0
+    return tuple(shape)

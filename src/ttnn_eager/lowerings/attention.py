@@ -1,0 +1,49 @@
+"""scaled_dot_product_attention, kept whole for inference and lowered to
+ttnn.transformer.scaled_dot_product_attention (FlashAttention-2) where it fits:
+
+    4-D [batch, heads, seq, head_dim] query/key/value, head_dim a multiple of 32, no dropout,
+    the same number of query and key/value heads, and a mask (bool or additive) that broadcasts to
+    [batch, 1 or heads, seq_q, seq_k] -- it is expanded to that shape and a bool mask becomes additive
+    (0 where attended, -inf where not).
+
+Anything else raises Unfit, and the dispatcher decomposes the op into matmul/softmax ops (all lowered).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import device_api as api
+from ..layout import TILE
+from ..registry import Unfit, lowering
+from .views import expand
+
+aten = torch.ops.aten
+
+
+def _additive_mask(mask, b, h, sq, sk):
+    mask_h = mask.shape[-3] if len(mask.shape) >= 3 else 1
+    mask = expand(mask, (b, mask_h if mask_h == h else 1, sq, sk))
+    if mask.dtype == torch.bool:
+        mask = api.run("where", mask, 0.0, -math.inf, out_dtype=torch.float32)
+    return mask
+
+
+@lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention"],
+          needs=TILE, notes="where it fits (4-D, head_dim % 32 == 0, no dropout); else decomposed")
+def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
+        raise Unfit("not 4-D")
+    b, h, sq, d = q.shape
+    sk = k.shape[-2]
+    if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or k.shape[1] != h or v.shape[1] != h:
+        raise Unfit("head_dim not a multiple of 32, dropout, or grouped heads")
+    if attn_mask is not None and is_causal:
+        raise Unfit("mask and is_causal together")
+    if attn_mask is not None:
+        if isinstance(attn_mask, (int, float)) or len(attn_mask.shape) > 4:
+            raise Unfit("mask shape")
+        attn_mask = _additive_mask(attn_mask, b, h, sq, sk)
+    return api.run("transformer.scaled_dot_product_attention", q, k, v, attn_mask=attn_mask,
+                   is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d))

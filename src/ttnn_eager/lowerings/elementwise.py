@@ -1,0 +1,183 @@
+"""Elementwise ops: arithmetic, activations, comparisons, logic, where/masked_fill.
+
+Binary ops broadcast as PyTorch does (TT-NN's binary ops broadcast both operands); Python scalars go to
+TT-NN's scalar forms. The result's torch dtype follows PyTorch's type promotion; on the device the operands
+share one dtype (PROMOTE: an integer operand meeting a floating one is converted to bfloat16).
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import PROMOTE, TILE, TILE_FLOAT
+from ..registry import lowering
+from ._common import is_handle, result_dtype
+
+aten = torch.ops.aten
+
+
+def _scalar(v):
+    return float(v) if isinstance(v, (bool, float)) else v
+
+
+def binary(op: str, a, b, out_dtype: torch.dtype):
+    """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
+    computed in floating point, as PyTorch promotes it)."""
+    if out_dtype.is_floating_point:
+        a, b = (policy.ensure(x, TILE_FLOAT) if is_handle(x) else x for x in (a, b))
+    if is_handle(a) and is_handle(b):
+        return api.run(op, a, b, out_dtype=out_dtype)
+    if is_handle(a):
+        return api.run(op, a, _scalar(b), out_dtype=out_dtype)
+    reversed_op = {"add": "add", "multiply": "multiply", "subtract": "rsub", "rsub": "subtract"}.get(op)
+    if reversed_op is None:
+        raise NotImplementedError(f"{op} with a scalar first operand")
+    return api.run(reversed_op, b, _scalar(a), out_dtype=out_dtype)
+
+
+def _scaled(b, alpha):
+    if alpha == 1:
+        return b
+    return api.run("multiply", b, _scalar(alpha)) if is_handle(b) else b * alpha
+
+
+@lowering(aten.add.Tensor, aten.add.Scalar, ttnn=["add"], needs=PROMOTE)
+def add(a, b, *, alpha=1):
+    return binary("add", a, _scaled(b, alpha), result_dtype(a, b))
+
+
+@lowering(aten.sub.Tensor, aten.sub.Scalar, ttnn=["subtract"], needs=PROMOTE)
+def sub(a, b, *, alpha=1):
+    return binary("subtract", a, _scaled(b, alpha), result_dtype(a, b))
+
+
+@lowering(aten.rsub.Tensor, aten.rsub.Scalar, ttnn=["rsub"], needs=PROMOTE, notes="other - alpha * self")
+def rsub(a, b, *, alpha=1):
+    return binary("rsub", _scaled(a, alpha), b, result_dtype(a, b))
+
+
+@lowering(aten.mul.Tensor, aten.mul.Scalar, ttnn=["multiply"], needs=PROMOTE)
+def mul(a, b):
+    return binary("multiply", a, b, result_dtype(a, b))
+
+
+@lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, ttnn=["divide"],
+          needs=TILE_FLOAT, notes="true division in floating point; rounding_mode trunc/floor applied after")
+def div(a, b, *, rounding_mode=None):
+    dtype = result_dtype(a, b)
+    if not dtype.is_floating_point and rounding_mode is None:
+        dtype = torch.get_default_dtype()
+    if is_handle(b):
+        out = api.run("divide", a, b, out_dtype=dtype)
+    else:
+        out = api.run("multiply", a, 1.0 / float(b), out_dtype=dtype)
+    if rounding_mode is not None:
+        out = api.run(rounding_mode if rounding_mode == "floor" else "trunc", out)
+    return out
+
+
+def _unary(name: str, ttnn_op: str, *ops, notes: str = ""):
+    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes)
+    def lower(x):
+        return api.run(ttnn_op, x)
+    lower.__name__ = lower.__qualname__ = name
+    return lower
+
+
+tanh = _unary("tanh", "tanh", aten.tanh.default)
+relu = _unary("relu", "relu", aten.relu.default)
+sigmoid = _unary("sigmoid", "sigmoid", aten.sigmoid.default)
+exp = _unary("exp", "exp", aten.exp.default)
+log = _unary("log", "log", aten.log.default)
+sqrt = _unary("sqrt", "sqrt", aten.sqrt.default)
+rsqrt = _unary("rsqrt", "rsqrt", aten.rsqrt.default)
+erf = _unary("erf", "erf", aten.erf.default)
+silu = _unary("silu", "silu", aten.silu.default)
+reciprocal = _unary("reciprocal", "reciprocal", aten.reciprocal.default)
+
+
+@lowering(aten.neg.default, ttnn=["neg"], needs=TILE)
+def neg(x):
+    return api.run("neg", x)
+
+
+@lowering(aten.abs.default, ttnn=["abs"], needs=TILE)
+def abs_(x):
+    return api.run("abs", x)
+
+
+@lowering(aten.gelu.default, ttnn=["gelu"], needs=TILE_FLOAT, notes="approximate='none' (erf) and 'tanh'")
+def gelu(x, *, approximate="none"):
+    if approximate == "tanh":
+        return api.run("gelu", x, variant=api.enum("GeluVariant.Tanh"))
+    return api.run("gelu", x)
+
+
+@lowering(aten.pow.Tensor_Scalar, ttnn=["pow"], needs=TILE_FLOAT)
+def pow_(x, exponent):
+    if exponent == 2:
+        return api.run("square", x)
+    return api.run("pow", x, _scalar(exponent))
+
+
+@lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE)
+def clamp(x, min=None, max=None):
+    return api.run("clamp", x, min=_scalar(min) if min is not None else None,
+                   max=_scalar(max) if max is not None else None)
+
+
+# ----------------------------------------------------------------------------------------------- comparisons
+def _compare(name: str, ttnn_op: str, *ops):
+    @lowering(*ops, ttnn=[ttnn_op], needs=PROMOTE, notes="bool result stored as 0/1")
+    def lower(a, b):
+        return binary(ttnn_op, a, b, torch.bool) if is_handle(b) else api.run(ttnn_op, a, _scalar(b),
+                                                                              out_dtype=torch.bool)
+    lower.__name__ = lower.__qualname__ = name
+    return lower
+
+
+eq = _compare("eq", "eq", aten.eq.Tensor, aten.eq.Scalar)
+ne = _compare("ne", "ne", aten.ne.Tensor, aten.ne.Scalar)
+gt = _compare("gt", "gt", aten.gt.Tensor, aten.gt.Scalar)
+ge = _compare("ge", "ge", aten.ge.Tensor, aten.ge.Scalar)
+lt = _compare("lt", "lt", aten.lt.Tensor, aten.lt.Scalar)
+le = _compare("le", "le", aten.le.Tensor, aten.le.Scalar)
+
+
+def _bool_or_int(name: str, logical: str, bitwise: str, *ops):
+    @lowering(*ops, ttnn=[logical, bitwise], needs=PROMOTE, notes="bool: logical op on 0/1; integers: bitwise")
+    def lower(a, b):
+        if a.dtype == torch.bool and (not is_handle(b) or b.dtype == torch.bool):
+            return binary(logical, a, b, torch.bool) if is_handle(b) else \
+                api.run(logical, a, float(bool(b)), out_dtype=torch.bool)
+        return api.run(bitwise, a, b, out_dtype=result_dtype(a, b))
+    lower.__name__ = lower.__qualname__ = name
+    return lower
+
+
+bitwise_and = _bool_or_int("bitwise_and", "logical_and", "bitwise_and", aten.bitwise_and.Tensor,
+                           aten.bitwise_and.Scalar, aten.logical_and.default)
+bitwise_or = _bool_or_int("bitwise_or", "logical_or", "bitwise_or", aten.bitwise_or.Tensor,
+                          aten.bitwise_or.Scalar, aten.logical_or.default)
+
+
+@lowering(aten.bitwise_not.default, aten.logical_not.default, ttnn=["logical_not", "bitwise_not"], needs=TILE)
+def bitwise_not(x):
+    if x.dtype == torch.bool:
+        return api.run("logical_not", x)
+    return api.run("bitwise_not", x)
+
+
+# ----------------------------------------------------------------------------------------------- selection
+@lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar, ttnn=["where"],
+          needs={"condition": TILE, "*": PROMOTE})
+def where(condition, a, b):
+    dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
+    return api.run("where", condition, _scalar(a) if not is_handle(a) else a,
+                   _scalar(b) if not is_handle(b) else b, out_dtype=dtype)
+
+
+@lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor, ttnn=["where"], needs={"mask": TILE, "*": PROMOTE})
+def masked_fill(x, mask, value):
+    return api.run("where", mask, _scalar(value) if not is_handle(value) else value, x, out_dtype=x.dtype)

@@ -1,0 +1,191 @@
+"""Factories, copies between devices, dtype casts, scalars.
+
+Constant factories (zeros, ones, full and their _like/new_ forms) are created on the device by ttnn.full.
+Random factories, arange, eye and the like are computed by PyTorch on the host -- so they equal the CPU's
+under the same torch.manual_seed -- and uploaded.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import ANY, TILE
+from ..registry import lowering
+from ._common import index_of, is_handle
+
+aten = torch.ops.aten
+
+
+def _dtype(dtype):
+    return torch.get_default_dtype() if dtype is None else dtype
+
+
+def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
+    policy.check_dtype(dtype)
+    tt_dtype, tt_layout = policy.storage_for(dtype)
+    shape = tuple(shape)
+    if len(shape) == 0 or 0 in shape:  # ttnn.full wants a non-empty shape: go through the host
+        return policy.to_device(torch.full(shape, value, dtype=dtype), index)
+    if dtype == torch.bool:
+        value = float(bool(value))
+    return api.create("full", shape, tt_dtype, tt_layout, index, dtype, fill_value=value)
+
+
+@lowering(aten.empty.memory_format, aten.empty_strided.default, aten.empty_permuted.default,
+          notes="no device memory until first written (then it is zeros)")
+def empty(size, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, **_):
+    policy.check_dtype(_dtype(dtype))
+    return api.Handle(None, None, _dtype(dtype), size, index_of(device))
+
+
+@lowering(aten.zeros.default, ttnn=["full"])
+def zeros(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return full_handle(size, 0, _dtype(dtype), index_of(device))
+
+
+@lowering(aten.ones.default, ttnn=["full"])
+def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return full_handle(size, 1, _dtype(dtype), index_of(device))
+
+
+@lowering(aten.full.default, ttnn=["full"])
+def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if dtype is None:
+        dtype = torch.tensor(fill_value).dtype if not isinstance(fill_value, float) else torch.get_default_dtype()
+    return full_handle(size, fill_value, dtype, index_of(device))
+
+
+def _like(x, dtype, device):
+    return (x.dtype if dtype is None else dtype), (x.index if device is None else index_of(device))
+
+
+@lowering(aten.empty_like.default, notes="no device memory until first written")
+def empty_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    dtype, index = _like(x, dtype, device)
+    return api.Handle(None, None, dtype, x.shape, index)
+
+
+@lowering(aten.zeros_like.default, ttnn=["full"])
+def zeros_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_handle(x.shape, 0, *_like(x, dtype, device))
+
+
+@lowering(aten.ones_like.default, ttnn=["full"])
+def ones_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_handle(x.shape, 1, *_like(x, dtype, device))
+
+
+@lowering(aten.full_like.default, ttnn=["full"])
+def full_like(x, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return full_handle(x.shape, fill_value, *_like(x, dtype, device))
+
+
+@lowering(aten.new_zeros.default, ttnn=["full"])
+def new_zeros(x, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return full_handle(size, 0, *_like(x, dtype, device))
+
+
+@lowering(aten.new_ones.default, ttnn=["full"])
+def new_ones(x, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return full_handle(size, 1, *_like(x, dtype, device))
+
+
+@lowering(aten.new_full.default, ttnn=["full"])
+def new_full(x, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return full_handle(size, fill_value, *_like(x, dtype, device))
+
+
+@lowering(aten.new_empty.default, aten.new_empty_strided.default, notes="no device memory until first written")
+def new_empty(x, size, *args, dtype=None, layout=None, device=None, pin_memory=None):
+    dtype, index = _like(x, dtype, device)
+    return api.Handle(None, None, dtype, size, index)
+
+
+@lowering(aten.scalar_tensor.default, ttnn=["from_torch"])
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return policy.to_device(torch.scalar_tensor(s, dtype=dtype), index_of(device))
+
+
+def _host_factory(op):
+    """Run the factory on the host (device=cpu) with PyTorch's own generator, then upload."""
+    def lower(*args, **kwargs):
+        index = index_of(kwargs.get("device"))
+        kwargs = dict(kwargs, device=torch.device("cpu"))
+        args = [api.download(a) if is_handle(a) else a for a in args]
+        return policy.to_device(op(*args, **kwargs), index)
+    lower.__name__ = lower.__qualname__ = f"host_{op._schema.name.split('::')[1]}"
+    return lower
+
+
+for _op in (aten.arange.default, aten.arange.start, aten.arange.start_step, aten.rand.default,
+            aten.rand.generator, aten.randn.default, aten.randn.generator, aten.randint.default,
+            aten.randint.low, aten.randint.generator, aten.randint.low_generator, aten.randperm.default,
+            aten.randperm.generator, aten.normal.float_float, aten.eye.default, aten.eye.m,
+            aten.linspace.default, aten.tril_indices.default, aten.triu_indices.default):
+    lowering(_op, ttnn=["from_torch"], notes="computed on the host by PyTorch, uploaded")(_host_factory(_op))
+
+
+def _host_like(op):
+    def lower(x, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, **kw):
+        dtype, index = _like(x, dtype, device)
+        value = op(torch.empty(x.shape, dtype=dtype), *args, **kw)
+        return policy.to_device(value, index)
+    lower.__name__ = lower.__qualname__ = f"host_{op._schema.name.split('::')[1]}"
+    return lower
+
+
+for _op in (aten.rand_like.default, aten.randn_like.default, aten.randint_like.default,
+            aten.randint_like.low_dtype):
+    lowering(_op, ttnn=["from_torch"], notes="computed on the host by PyTorch, uploaded")(_host_like(_op))
+
+
+# ----------------------------------------------------------------------------------------------- copies
+def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
+    """h as torch dtype `dtype`, with PyTorch's conversion semantics (bool: != 0; float -> int truncates)."""
+    if h.dtype == dtype:
+        return h
+    policy.check_dtype(dtype)
+    if dtype == torch.bool:
+        return api.run("ne", policy.ensure(h, TILE), 0, out_dtype=torch.bool)
+    if h.dtype.is_floating_point and not dtype.is_floating_point:
+        h = api.run("trunc", policy.ensure(h, TILE))
+    return policy.retag(h, dtype)
+
+
+@lowering(aten._to_copy.default, ttnn=["typecast", "from_torch", "to_torch"], mixed_devices=True,
+          notes="device -> cpu downloads, cpu -> device uploads under the storage policy")
+def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    target = torch.device(device) if device is not None else None
+    if not is_handle(x):  # a CPU tensor going to a ttnn device
+        value = x if dtype is None else x.to(dtype)
+        return policy.to_device(value, index_of(target))
+    dtype = x.dtype if dtype is None else dtype
+    if target is not None and target.type != "ttnn":
+        return api.download(x).to(dtype)
+    if target is not None and index_of(target) != x.index:
+        return policy.to_device(api.download(x).to(dtype), index_of(target))
+    out = cast(x, dtype)
+    return api.Handle(out.tt, out.shadow, out.dtype, out.shape, out.index) if out is x else out
+
+
+@lowering(aten.copy_.default, ttnn=["from_torch", "to_torch"], mixed_devices=True,
+          notes="src is broadcast to self's shape; cpu <-> ttnn in either direction")
+def copy_(dst, src, non_blocking=False):
+    if not is_handle(dst):  # ttnn -> cpu: PyTorch hands back the CPU tensor itself
+        return dst.copy_(api.download(src))
+    shape = tuple(dst.shape)
+    if not is_handle(src):
+        value = torch.as_tensor(src).to(dst.dtype).expand(shape)
+        return policy.to_device(value, dst.index)
+    if src.index != dst.index:
+        return policy.to_device(api.download(src).to(dst.dtype).expand(shape), dst.index)
+    if tuple(src.shape) != shape:
+        from .views import expand
+        src = expand(policy.materialize(src), shape)
+    return cast(src, dst.dtype)
+
+
+@lowering(aten._local_scalar_dense.default, ttnn=["to_torch"], notes="a device-to-host sync (.item())")
+def local_scalar_dense(x):
+    return api.download(x).item()

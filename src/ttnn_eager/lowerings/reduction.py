@@ -1,0 +1,69 @@
+"""Reductions: all/any (mask checks), sum, mean, amax, cumsum."""
+from __future__ import annotations
+
+import torch
+
+from .. import device_api as api
+from ..layout import TILE, TILE_FLOAT
+from ..registry import lowering
+from ._common import dim
+from .views import reshape
+
+aten = torch.ops.aten
+
+
+def _dims(x, d):
+    if d is None or d == []:
+        return None
+    ds = [d] if isinstance(d, int) else list(d)
+    return [dim(i, len(x.shape)) for i in ds]
+
+
+def _reduce(op: str, x, d, keepdim, out_dtype=None):
+    dims = _dims(x, d)
+    if dims is None:
+        out = api.run(op, x, out_dtype=out_dtype)
+        return reshape(out, [1] * len(x.shape) if keepdim else [])
+    out = api.run(op, x, dim=dims if len(dims) > 1 else dims[0], keepdim=keepdim, out_dtype=out_dtype)
+    shape = [1 if i in dims else s for i, s in enumerate(x.shape)] if keepdim else \
+        [s for i, s in enumerate(x.shape) if i not in dims]
+    return reshape(out, shape)
+
+
+@lowering(aten.all.default, aten.all.dim, aten.all.dims, ttnn=["ne", "min"], needs=TILE,
+          notes="a device-side min over (x != 0)")
+def all_(x, d=None, keepdim=False):
+    nonzero = api.run("ne", x, 0, out_dtype=torch.bool)
+    return _reduce("min", nonzero, d, keepdim, torch.bool)
+
+
+@lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
+def any_(x, d=None, keepdim=False):
+    nonzero = api.run("ne", x, 0, out_dtype=torch.bool)
+    return _reduce("max", nonzero, d, keepdim, torch.bool)
+
+
+@lowering(aten.sum.default, aten.sum.dim_IntList, ttnn=["sum"], needs=TILE)
+def sum_(x, d=None, keepdim=False, *, dtype=None):
+    out_dtype = dtype or (torch.int64 if x.dtype == torch.bool or not x.dtype.is_floating_point else x.dtype)
+    return _reduce("sum", x, d, keepdim, out_dtype)
+
+
+@lowering(aten.mean.default, aten.mean.dim, ttnn=["mean"], needs=TILE_FLOAT)
+def mean(x, d=None, keepdim=False, *, dtype=None):
+    return _reduce("mean", x, d, keepdim, dtype or x.dtype)
+
+
+@lowering(aten.amax.default, ttnn=["max"], needs=TILE)
+def amax(x, d=(), keepdim=False):
+    return _reduce("max", x, d, keepdim)
+
+
+@lowering(aten.amin.default, ttnn=["min"], needs=TILE)
+def amin(x, d=(), keepdim=False):
+    return _reduce("min", x, d, keepdim)
+
+
+@lowering(aten.cumsum.default, ttnn=["cumsum"], needs=TILE)
+def cumsum(x, d, *, dtype=None):
+    return api.run("cumsum", x, dim(d, len(x.shape)), out_dtype=dtype or x.dtype)

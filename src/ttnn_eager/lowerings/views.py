@@ -1,0 +1,182 @@
+"""Views and data movement: view/reshape, transpose/permute, expand, squeeze/unsqueeze, slice/select, clone.
+
+TT-NN tensors have no strides, so a view whose shape differs from its base is a new device tensor (ttnn
+reshape/permute/slice): writes through such a view do not reach the base. A view with the base's shape
+(alias, detach, a same-shape view, expand to the same size) shares the base's handle, so in-place writes are
+seen by both. Values never change: a device tensor is never modified in place (an in-place op replaces the
+handle's tensor), which is also why clone/contiguous need no device copy.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import ANY
+from ..registry import lowering
+from ._common import contiguous_shape, dim
+
+aten = torch.ops.aten
+
+
+def share(x: api.Handle) -> api.Handle:
+    """A new handle on the same device tensor (copy-on-write: in-place ops replace, never modify)."""
+    return api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index)
+
+
+def reshape(x: api.Handle, shape) -> api.Handle:
+    shape = contiguous_shape(shape, x.shape.numel())
+    if math.prod(shape) != x.shape.numel():
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.shape.numel()}")
+    if tuple(shape) == tuple(x.shape):
+        return x
+    if x.tt is None or x.shape.numel() == 0:
+        return _without_data(x, shape)
+    out = api.run("reshape", x, tuple(shape) or (1,))
+    out.shape = torch.Size(shape)
+    return out
+
+
+def _without_data(x: api.Handle, shape) -> api.Handle:
+    """The result of a view op on a tensor with no elements, or one not yet written (still unwritten)."""
+    if x.tt is None:
+        return api.Handle(None, None, x.dtype, shape, x.index)
+    return policy.to_device(torch.empty(shape, dtype=x.dtype), x.index)
+
+
+@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, ttnn=["reshape"], needs=ANY,
+          notes="a new device tensor unless the shape is unchanged (then the same handle)")
+def view(x, size):
+    return reshape(x, size)
+
+
+@lowering(aten.alias.default, aten.detach.default, aten.lift_fresh.default, needs=ANY,
+          notes="shares the handle: no device op")
+def alias(x):
+    return x
+
+
+@lowering(aten.clone.default, aten.contiguous.default, needs=ANY,
+          notes="shares the device tensor copy-on-write: no device op")
+def clone(x, *, memory_format=None):
+    return share(x)
+
+
+@lowering(aten.unsqueeze.default, ttnn=["reshape"], needs=ANY)
+def unsqueeze(x, d):
+    d = dim(d, len(x.shape) + 1)
+    shape = list(x.shape)
+    shape.insert(d, 1)
+    return reshape(x, shape)
+
+
+@lowering(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, ttnn=["reshape"], needs=ANY)
+def squeeze(x, dims=None):
+    n = len(x.shape)
+    if dims is None:
+        dims = range(n)
+    elif isinstance(dims, int):
+        dims = [dims]
+    drop = {dim(d, n) for d in dims}
+    return reshape(x, [s for i, s in enumerate(x.shape) if not (i in drop and s == 1)])
+
+
+def permute_handle(x: api.Handle, dims) -> api.Handle:
+    n = len(x.shape)
+    dims = [dim(d, n) for d in dims]
+    if sorted(dims) != list(range(n)):
+        raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
+    if dims == list(range(n)):
+        return x
+    shape = [x.shape[d] for d in dims]
+    if x.shape.numel() == 0 or x.tt is None:
+        return _without_data(x, shape)
+    return api.run("permute", x, dims)
+
+
+@lowering(aten.permute.default, ttnn=["permute"], needs=ANY)
+def permute(x, dims):
+    return permute_handle(x, dims)
+
+
+@lowering(aten.transpose.int, ttnn=["permute"], needs=ANY)
+def transpose(x, dim0, dim1):
+    n = len(x.shape)
+    if n < 2:
+        return x
+    order = list(range(n))
+    a, b = dim(dim0, n), dim(dim1, n)
+    order[a], order[b] = order[b], order[a]
+    return permute_handle(x, order)
+
+
+@lowering(aten.t.default, ttnn=["permute"], needs=ANY)
+def t(x):
+    return transpose(x, 0, 1) if len(x.shape) == 2 else x
+
+
+def expand(x: api.Handle, size) -> api.Handle:
+    size = list(size)
+    lead = len(size) - len(x.shape)
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(size)}) must be greater or equal to "
+                           f"the number of dimensions in the tensor ({len(x.shape)})")
+    for i, s in enumerate(size):
+        if s == -1:
+            size[i] = x.shape[i - lead]
+    if tuple(size) == tuple(x.shape):
+        return x
+    src = x if lead == 0 else reshape(x, [1] * lead + list(x.shape))
+    for s_in, s_out in zip(src.shape, size):
+        if s_in != s_out and s_in != 1:
+            raise RuntimeError(f"The expanded size of the tensor ({s_out}) must match the existing size ({s_in})")
+    if src.shape.numel() == 0 or src.tt is None:
+        return _without_data(src, size)
+    return api.run("expand", src, tuple(size))
+
+
+@lowering(aten.expand.default, ttnn=["expand"], needs=ANY, notes="materialized (TT-NN has no stride-0 views)")
+def expand_op(x, size, *, implicit=False):
+    return expand(x, size)
+
+
+def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle:
+    n = len(x.shape)
+    d = dim(d, n)
+    size = x.shape[d]
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = max(0, min(size, start + size if start < 0 else start))
+    end = max(start, min(size, end + size if end < 0 else end))
+    if step < 1:
+        raise ValueError("slice step must be positive")
+    if start == 0 and end == size and step == 1:
+        return x
+    shape = list(x.shape)
+    shape[d] = (end - start + step - 1) // step
+    if 0 in shape or x.tt is None:
+        return _without_data(x, shape)
+    begins, ends, steps = [0] * n, list(x.shape), [1] * n
+    begins[d], ends[d], steps[d] = start, end, step
+    return api.run("slice", x, begins, ends, steps)
+
+
+@lowering(aten.slice.Tensor, ttnn=["slice"], needs=ANY)
+def slice_op(x, d=0, start=None, end=None, step=1):
+    return slice_handle(x, d, start, end, step)
+
+
+@lowering(aten.select.int, ttnn=["slice", "reshape"], needs=ANY)
+def select(x, d, index):
+    n = len(x.shape)
+    d = dim(d, n)
+    size = x.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {d}")
+    index %= size
+    part = slice_handle(x, d, index, index + 1)
+    shape = list(x.shape)
+    del shape[d]
+    return reshape(part, shape)

@@ -1,0 +1,76 @@
+"""The lowering registry: aten op -> the function that runs it as TT-NN ops.
+
+A lowering is a small function registered for the aten op(s) it implements:
+
+    @lowering(aten.addmm.default, ttnn=["linear"], needs=TILE)
+    def addmm(bias, a, b, *, beta=1, alpha=1): ...
+
+It receives device `Handle`s where the aten op has tensors (already in the layout/dtype `needs` asks for:
+one Need for every tensor argument, or a dict by schema argument name with "*" for the rest), Python scalars
+elsewhere, and returns Handle(s) (or a host value such as a Python number for `.item()`). It never converts
+layouts by hand and never calls ttnn directly: conversions are the layout policy's, ttnn calls the device
+API's. The registry is also the documentation: docs/ops.md is generated from it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .layout import ANY, Need
+
+aten = torch.ops.aten
+
+
+@dataclasses.dataclass
+class Lowering:
+    op: torch._ops.OpOverload
+    fn: callable
+    ttnn: tuple            # the TT-NN ops it becomes (for docs and reports)
+    needs: object          # Need, or {arg name or "*": Need}
+    notes: str             # limits, semantics worth knowing
+    mixed_devices: bool    # accepts CPU tensors beside ttnn ones (copies between devices)
+    by_position: tuple = ()  # Need of each positional argument (None: not a tensor argument)
+    by_name: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        names = []
+        for arg in self.op._schema.arguments:
+            is_tensor = "Tensor" in str(arg.type)
+            need = None
+            if is_tensor:
+                if isinstance(self.needs, Need):
+                    need = self.needs
+                else:
+                    need = self.needs.get(arg.name, self.needs.get("*", ANY))
+            names.append((arg.name, need, arg.kwarg_only))
+        self.by_position = tuple(n for _, n, kw in names if not kw)
+        self.by_name = {name: n for name, n, _ in names}
+
+    def need_summary(self) -> str:
+        parts = []
+        for arg in self.op._schema.arguments:
+            need = self.by_name.get(arg.name)
+            if need is not None:
+                parts.append(f"{arg.name}: {need!r}")
+        return ", ".join(parts) or "-"
+
+
+REGISTRY: dict = {}
+
+
+class Unfit(Exception):
+    """Raised by a lowering when this call's arguments do not fit the TT-NN op (e.g. a head size that is
+    not a multiple of 32 for fused attention). The dispatcher then decomposes the op into smaller aten
+    ops (CompositeImplicitAutograd ops) or runs it on the CPU fallback, as for an op with no lowering."""
+
+
+def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices: bool = False):
+    """Register the decorated function as the lowering of each aten overload in `ops`."""
+    def register(fn):
+        for op in ops:
+            if op in REGISTRY:
+                raise RuntimeError(f"{op} already has a lowering ({REGISTRY[op].fn.__qualname__})")
+            REGISTRY[op] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
+        return fn
+    return register

@@ -1,0 +1,144 @@
+"""Which device this process runs on: real hardware, or the real ttnn library on a mock device.
+
+`TTNN_EAGER_DEVICE` selects it (read once, before ttnn is imported):
+
+    hardware        a Tenstorrent card through ttnn
+    mock-wormhole   Wormhole n150 mock device (one chip)
+    mock-blackhole  Blackhole p150 mock device (one chip)
+    mock-n300       Wormhole n300 mock device (two chips: ttnn:0 and ttnn:1)
+    auto            (default) hardware if a card is found (/dev/tenstorrent), else mock-wormhole, with a
+                    one-line notice on stderr
+
+A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
+no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
+probing PCIe, and builds kernels with a stand-in for the sfpi compiler. This module lays that rig out in a
+per-user cache directory (nothing in site-packages changes, nothing outside this package is read):
+
+    <cache>/mock-<ttnn version>/root/            symlinks to the ttnn package, except runtime/sfpi
+    <cache>/mock-<ttnn version>/root/runtime/sfpi/compiler/bin/riscv-tt-elf-g++   the stand-in compiler
+    <cache>/mock-<ttnn version>/jit/             TT_METAL_CACHE: the JIT build cache (kept between runs)
+
+This module never imports ttnn: it must run before ttnn is imported, because ttnn reads these variables.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import importlib.util
+import os
+import stat
+import sys
+
+MODES = ("hardware", "mock-wormhole", "mock-blackhole", "mock-n300", "auto")
+_DESCRIPTORS = {  # mode -> (cluster descriptor shipped in ttnn_eager/mock, human name)
+    "mock-wormhole": ("wormhole_N150.yaml", "Wormhole n150"),
+    "mock-blackhole": ("blackhole_P150.yaml", "Blackhole p150"),
+    "mock-n300": ("wormhole_N300.yaml", "Wormhole n300"),
+}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    mode: str          # "hardware" or one of the mock modes
+    board: str         # e.g. "Wormhole n150"; "" for hardware until a device is open
+
+    @property
+    def mock(self) -> bool:
+        return self.mode != "hardware"
+
+
+_runtime: Runtime | None = None
+
+
+def hardware_present() -> bool:
+    return bool(glob.glob("/dev/tenstorrent/*"))
+
+
+def cache_dir() -> str:
+    base = os.environ.get("TTNN_EAGER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ttnn_eager")
+    return base
+
+
+def requested_mode() -> str:
+    mode = os.environ.get("TTNN_EAGER_DEVICE", "auto").strip().lower() or "auto"
+    if mode not in MODES:
+        raise RuntimeError(f"TTNN_EAGER_DEVICE={mode!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
+def get() -> Runtime:
+    """Decide the runtime once per process and prepare the environment ttnn will read."""
+    global _runtime
+    if _runtime is None:
+        mode = requested_mode()
+        if mode == "auto":
+            if hardware_present():
+                mode = "hardware"
+            else:
+                mode = "mock-wormhole"
+                print("ttnn_eager: no Tenstorrent card found; using a mock Wormhole n150 device "
+                      "(set TTNN_EAGER_DEVICE to choose)", file=sys.stderr)
+        if mode == "hardware":
+            _runtime = Runtime(mode, "")
+        else:
+            _prepare_mock(mode)
+            _runtime = Runtime(mode, _DESCRIPTORS[mode][1])
+        # ttnn logs at INFO/DEBUG by default; keep the user's terminal quiet unless asked otherwise.
+        os.environ.setdefault("TT_LOGGER_LEVEL", "error")
+        os.environ.setdefault("LOGURU_LEVEL", "WARNING")
+    return _runtime
+
+
+def _ttnn_package_dir() -> str:
+    spec = importlib.util.find_spec("ttnn")
+    if spec is None or not spec.origin:
+        raise RuntimeError("ttnn is not installed: run the README's setup command (scripts/setup.sh)")
+    return os.path.dirname(spec.origin)
+
+
+def _symlink(src: str, dst: str) -> None:
+    if os.path.islink(dst) and os.readlink(dst) == src:
+        return
+    tmp = f"{dst}.tmp{os.getpid()}"
+    os.symlink(src, tmp)
+    os.replace(tmp, dst)  # atomic: several processes may lay out the rig at once
+
+
+def _write_if_changed(path: str, text: str, mode: int = 0o644) -> None:
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _prepare_mock(mode: str) -> None:
+    pkg = _ttnn_package_dir()
+    from importlib.metadata import version
+    rig = os.path.join(cache_dir(), f"mock-ttnn-{version('ttnn')}")
+    root, runtime_dir = os.path.join(rig, "root"), os.path.join(rig, "root", "runtime")
+    bindir = os.path.join(rig, "sfpi", "compiler", "bin")
+    for d in (runtime_dir, bindir, os.path.join(rig, "sfpi", "include"), os.path.join(rig, "jit")):
+        os.makedirs(d, exist_ok=True)
+    for entry in os.listdir(pkg):
+        if entry != "runtime":
+            _symlink(os.path.join(pkg, entry), os.path.join(root, entry))
+    for entry in os.listdir(os.path.join(pkg, "runtime")):
+        if entry != "sfpi":
+            _symlink(os.path.join(pkg, "runtime", entry), os.path.join(runtime_dir, entry))
+    _symlink(os.path.join(rig, "sfpi"), os.path.join(runtime_dir, "sfpi"))
+    compiler = os.path.join(_HERE, "mock", "fake_sfpi_compiler.py")
+    _write_if_changed(os.path.join(bindir, "riscv-tt-elf-g++"),
+                      f'#!/bin/sh\nexec "{sys.executable}" -S -E "{compiler}" "$@"\n',
+                      0o755 | stat.S_IRUSR)
+    os.environ["TT_METAL_RUNTIME_ROOT"] = root
+    os.environ["TT_METAL_MOCK_CLUSTER_DESC_PATH"] = os.path.join(_HERE, "mock", _DESCRIPTORS[mode][0])
+    os.environ["TT_METAL_CACHE"] = os.path.join(rig, "jit") + os.sep

@@ -1,0 +1,72 @@
+"""TtnnTensor: the torch.Tensor of a `ttnn:N` device.
+
+A wrapper subclass (`torch.Tensor._make_wrapper_subclass`): PyTorch keeps the metadata (shape, dtype,
+device `ttnn:N`, requires_grad), the Python object keeps `_handle`, the device tensor (device_api.Handle).
+Its dispatch keys are PrivateUse1 (renamed `ttnn`), Python and the autograd keys, so autograd and
+CompositeImplicitAutograd decompositions run above us and every remaining aten op reaches
+`__torch_dispatch__` -> dispatch.dispatch. The device buffer is freed when the last TtnnTensor holding
+its handle dies.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+
+@functools.lru_cache(maxsize=None)
+def torch_device(index: int) -> torch.device:
+    return torch.device("ttnn", index)
+
+
+class TtnnTensor(torch.Tensor):
+    # No __slots__: torch.utils.swap_tensors (Module.to keeps Parameter identity with it) refuses to swap
+    # objects with different __slots__.
+
+    @staticmethod
+    def __new__(cls, handle, requires_grad: bool = False):
+        r = torch.Tensor._make_wrapper_subclass(cls, handle.shape, dtype=handle.dtype,
+                                                device=torch_device(handle.index),
+                                                requires_grad=requires_grad)
+        r._handle = handle
+        return r
+
+    # Behave like a plain tensor at the __torch_function__ level (no re-wrapping of results).
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from .dispatch import dispatch
+        return dispatch(func, args, kwargs or {})
+
+    def __repr__(self, *, tensor_contents=None):
+        from . import device_api
+        value = device_api.download(self._handle)
+        contents = torch._tensor_str._tensor_str(value, len("tensor("))
+        text = torch._tensor_str._str(self, tensor_contents=contents)
+        prefix = f"{type(self).__name__}("
+        return "tensor(" + text[len(prefix):] if text.startswith(prefix) else text
+
+    # Tensor.tolist/numpy refuse wrapper subclasses: go through the CPU like a user would.
+    def tolist(self):
+        return self.cpu().tolist()
+
+    def numpy(self, *, force: bool = False):
+        return self.detach().cpu().numpy()
+
+    # A "traceable wrapper subclass": nn.Module._apply then moves parameters with torch.utils.swap_tensors,
+    # which keeps Parameter identity and so tied weights stay tied.
+    def __tensor_flatten__(self):
+        return [], self._handle
+
+    @staticmethod
+    def __tensor_unflatten__(inner_tensors, handle, outer_size, outer_stride):
+        return TtnnTensor(handle)
+
+    def __reduce_ex__(self, protocol):
+        # pickling / torch.save / copy.deepcopy: through the CPU, back on this device when loaded
+        return _rebuild, (self.detach().cpu(), self.device, self.requires_grad)
+
+
+def _rebuild(cpu_value, device, requires_grad):
+    return cpu_value.to(device).requires_grad_(requires_grad)
