@@ -6,6 +6,8 @@
 
 Importing registers the `ttnn` device (cheap); ttnn itself is imported when a ttnn device is first used.
 """
+import torch  # noqa: F401  (first: importing torch may autoload this package's registration)
+
 from ._registration import register as _register
 
 _register()

@@ -22,6 +22,7 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     PROMOTE     TILE layout; all PROMOTE arguments of one call share a device dtype (int -> bfloat16)
     ROW_MAJOR   ROW_MAJOR layout, dtype kept
     INDEX       ROW_MAJOR uint32 (embedding indices)
+    TILE_INDEX  TILE uint32 (gather indices)
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change (which may lose
 information) gives a new handle. Each conversion is counted in `layout_conversions`.
@@ -54,6 +55,7 @@ TILE_FLOAT = Need("TILE_FLOAT", api.TILE, "float")
 PROMOTE = Need("PROMOTE", api.TILE, "promote")
 ROW_MAJOR = Need("ROW_MAJOR", api.ROW_MAJOR)
 INDEX = Need("INDEX", api.ROW_MAJOR, "uint32")
+TILE_INDEX = Need("TILE_INDEX", api.TILE, "uint32")
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     elementwise,
     embedding,
     factory,
+    indexing,
     matmul,
     normalization,
     reduction,

@@ -1,0 +1,54 @@
+"""Indexing: gather, and advanced indexing `x[i0, i1, ...]` (index.Tensor) as an embedding lookup.
+
+`x[i0, ..., ik-1]` with k index tensors on the leading dimensions is a row gather: the indices, broadcast to
+one shape, fold into one flat row number (sum of i_j * stride_j, negative indices wrapped as in PyTorch)
+and ttnn.embedding reads those rows of x viewed as [rows, rest]. Other patterns (None between indices,
+bool masks) are Unfit and run on the CPU fallback.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import ANY, TILE, TILE_FLOAT, TILE_INDEX
+from ..registry import Unfit, lowering
+from ._common import dim
+from .views import expand, reshape
+
+aten = torch.ops.aten
+
+
+@lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": TILE_INDEX})
+def gather(x, d, index, *, sparse_grad=False):
+    return api.run("gather", x, dim(d, len(x.shape)), index=index, out_dtype=x.dtype)
+
+
+def _wrapped(i: api.Handle, size: int) -> api.Handle:
+    """PyTorch's negative-index rule, on the device: i < 0 -> i + size."""
+    negative = api.run("lt", i, 0)
+    return api.run("where", negative, api.run("add", i, size), i)
+
+
+@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding"], needs=ANY,
+          notes="index tensors on leading dimensions; floating/bool tables (embedding gathers bfloat16 rows)")
+def index(x, indices):
+    k = len(indices)
+    if k == 0 or k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices) \
+            or not x.dtype.is_floating_point and x.dtype != torch.bool:
+        raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
+    shape = list(torch.broadcast_shapes(*[tuple(i.shape) for i in indices]))
+    rest = list(x.shape[k:])
+    flat = None
+    for j, i in enumerate(indices):
+        stride = math.prod(x.shape[j + 1:k])
+        i = _wrapped(policy.ensure(i, TILE), x.shape[j])
+        term = api.run("multiply", i, stride) if stride != 1 else i
+        flat = term if flat is None else api.run("add", flat, term)
+    flat = reshape(expand(flat, shape), (1, math.prod(shape)))
+    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
+    rows = api.run("embedding", policy.ensure(flat, policy.INDEX), policy.ensure(table, policy.ROW_MAJOR),
+                   layout=api.TILE, out_dtype=x.dtype)
+    return reshape(rows, shape + rest)
