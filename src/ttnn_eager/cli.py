@@ -1,0 +1,105 @@
+"""`ttnn-eager`: the command line.
+
+    ttnn-eager bert [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager] [--json]
+    ttnn-eager ops  [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
+                    [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
+    ttnn-eager docs [--check]        regenerate docs/ops.md and docs/bert.md (or check they are current)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _model_args(p):
+    p.add_argument("--model", default=None, help="a name in the local Hugging Face cache or a path "
+                   "(default: bert-large-uncased, or its config with seeded random weights)")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa")
+
+
+def cmd_bert(args) -> int:
+    import torch
+    from ttnn_eager import bert
+
+    model, source = bert.load_bert(args.model, args.attn)
+    ids, mask = bert.make_inputs(args.batch, args.seq, model.config.vocab_size)
+    result = {"model": source, "batch": args.batch, "seq": args.seq, "attn": args.attn}
+    result.update(bert.compare(model, ids, mask, grad_mode=args.grad))
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"model   {source}\ndevice  {result['device']}\ninput   batch {args.batch}, seq {args.seq}, "
+          f"attention {args.attn}, {args.grad}, padded positions {int((mask == 0).sum())}")
+    print(f"accuracy vs float32 CPU (valid positions):")
+    print(f"  last_hidden_state  pearson {result['pcc_last_hidden_state']:.6f}  "
+          f"max abs err {result['max_abs_err_last_hidden_state']:.4g}")
+    print(f"  pooler_output      pearson {result['pcc_pooler_output']:.6f}  "
+          f"max abs err {result['max_abs_err_pooler_output']:.4g}")
+    print(f"time    {result['seconds']:.3f} s (first forward, building programs: "
+          f"{result['seconds_first_forward']:.3f} s)")
+    print("counts (second forward):")
+    for key in ("aten_ops", "ttnn_ops", "fallbacks", "layout_conversions", "host_to_device", "device_to_host"):
+        print(f"  {key:<19} {result[key]}")
+    del torch
+    return 0
+
+
+def cmd_ops(args) -> int:
+    import torch
+    import ttnn_eager
+    from ttnn_eager import bert
+
+    model, source = bert.load_bert(args.model, args.attn)
+    model.to("ttnn:0")
+    ids, mask = bert.make_inputs(args.batch, args.seq, model.config.vocab_size,
+                                 padded=None if args.mask == "padded" else 0)
+    if args.mask == "padded" and args.batch == 1:
+        mask[0, -(args.seq // 5):] = 0
+    with bert.grad_context(args.grad), ttnn_eager.record_ops() as rec:
+        model(input_ids=ids.to("ttnn:0"), attention_mask=mask.to("ttnn:0"))
+    if args.json:
+        print(json.dumps({"model": source, **vars(args), **rec.as_dict()}, indent=1))
+        return 0
+    print(f"{source}: {sum(rec.aten.values())} aten calls, {len(rec.aten)} distinct ops, "
+          f"{sum(rec.fallbacks.values())} fallbacks")
+    for op, n in rec.aten.most_common():
+        print(f"  {n:6d}  {op}")
+    del torch
+    return 0
+
+
+def cmd_docs(args) -> int:
+    from ttnn_eager import docs
+    stale = docs.write_all(check=args.check)
+    if stale:
+        print("stale: " + ", ".join(stale) + " (run `ttnn-eager docs`)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="ttnn-eager", description="PyTorch on Tenstorrent through TT-NN")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("bert", help="run BERT on ttnn:0 and on the CPU; print accuracy and counts")
+    _model_args(p)
+    p.add_argument("--grad", choices=("no_grad", "inference_mode"), default="no_grad")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(fn=cmd_bert)
+    p = sub.add_parser("ops", help="list the aten ops a BERT forward sends to the backend")
+    _model_args(p)
+    p.add_argument("--grad", choices=("no_grad", "inference_mode"), default="no_grad")
+    p.add_argument("--mask", choices=("ones", "padded"), default="ones")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
+    p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
+    p.set_defaults(fn=cmd_docs)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
