@@ -1,0 +1,214 @@
+"""The `ttnn` device: registration, device module, tensors, round trips, factories, memory, bad input."""
+import gc
+import math
+
+import pytest
+import torch
+
+import ttnn_eager
+from conftest import run_python
+
+DEV = "ttnn:0"
+
+
+def test_import_torch_alone_autoloads_the_backend():
+    r = run_python("import torch; x = torch.randn(4, 5); y = x.to('ttnn:0'); print(y.device, y.cpu())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ttnn:0 tensor(")
+    assert "ttnn_eager" not in r.stdout
+
+
+def test_autoload_is_cheap_and_does_not_import_ttnn():
+    r = run_python("import sys, torch; print(torch.device('ttnn:0'), 'ttnn' in sys.modules)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ttnn:0", "False"]
+
+
+def test_device_module():
+    assert torch.ttnn.is_available()
+    assert torch.ttnn.device_count() == 1
+    assert torch.ttnn.current_device() == 0
+    assert torch.ttnn.get_device_name() == "Wormhole n150 (mock)"
+    torch.ttnn.set_device(0)
+    torch.ttnn.synchronize()
+    assert isinstance(torch.ttnn.memory_allocated(), int)
+    with pytest.raises(RuntimeError, match="ttnn:3 is not available"):
+        torch.ttnn.set_device(3)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int32, torch.int64, torch.bool, torch.uint8, torch.int16])
+def test_round_trip_exact(dtype):
+    g = torch.Generator().manual_seed(1)
+    if dtype == torch.bool:
+        x = torch.rand(3, 37, generator=g) > 0.5
+    elif dtype.is_floating_point:
+        x = torch.randn(3, 37, generator=g).to(dtype)
+    else:
+        hi = 100 if dtype == torch.uint8 else 30000
+        x = torch.randint(0 if dtype == torch.uint8 else -hi, hi, (3, 37), generator=g).to(dtype)
+    y = x.to(DEV)
+    assert y.device == torch.device(DEV) and y.dtype == dtype and y.shape == x.shape
+    back = y.cpu()
+    assert back.dtype == dtype and torch.equal(back, x)
+
+
+def test_round_trip_float32_is_bfloat16_rounded_by_default():
+    x = torch.randn(5, 70) * 100
+    y = x.to(DEV)
+    assert y.dtype == torch.float32  # the torch-visible dtype never changes
+    back = y.cpu()
+    assert torch.equal(back, x.to(torch.bfloat16).float())
+    assert not torch.equal(back, x)
+
+
+def test_round_trip_float32_exact_with_float32_storage(restore_config):
+    ttnn_eager.configure(float32_storage="float32")
+    x = torch.randn(5, 70) * 100
+    assert torch.equal(x.to(DEV).cpu(), x)
+
+
+def test_to_device_spellings_and_dtype_conversion():
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    for dev in ("ttnn", "ttnn:0", torch.device("ttnn", 0)):
+        assert x.to(dev).device == torch.device("ttnn:0")
+    y = x.to(DEV)
+    z = y.to(torch.int32)
+    assert z.dtype == torch.int32 and z.device == y.device
+    assert torch.equal(z.cpu(), x.to(torch.int32))
+    assert torch.equal((y - 5.5).to(torch.int64).cpu(), (x - 5.5).to(torch.int64))  # truncation
+    assert torch.equal((y > 4).cpu(), x > 4)
+    assert x.ttnn().device.type == "ttnn" and y.is_ttnn
+
+
+def test_repr_tolist_item_numpy():
+    x = torch.tensor([[1.5, -2.0], [3.25, 4.0]])
+    y = x.to(DEV)
+    text = repr(y)
+    assert text.startswith("tensor([[") and "device='ttnn:0'" in text and "1.5000" in text
+    assert str(y) == text
+    assert y.tolist() == x.tolist()
+    assert y[1, 0].item() == 3.25
+    assert (y.numpy() == x.numpy()).all()
+
+
+def test_factories():
+    d = torch.device(DEV)
+    assert torch.equal(torch.zeros(2, 3, device=d).cpu(), torch.zeros(2, 3))
+    assert torch.equal(torch.ones(2, 33, device=d).cpu(), torch.ones(2, 33))
+    assert torch.equal(torch.full((4,), 7.0, device=d).cpu(), torch.full((4,), 7.0))
+    assert torch.equal(torch.arange(10, device=d).cpu(), torch.arange(10))
+    assert torch.equal(torch.arange(1, 10, 2, device=d).cpu(), torch.arange(1, 10, 2))
+    assert torch.equal(torch.tensor([1, 2, 3], device=d).cpu(), torch.tensor([1, 2, 3]))
+    e = torch.empty(3, 5, device=d)
+    assert e.shape == (3, 5) and e.device == d
+    torch.manual_seed(3)
+    r = torch.randn(4, 4, device=d).cpu()
+    torch.manual_seed(3)
+    assert torch.equal(r, torch.randn(4, 4).to(torch.bfloat16).float())
+    x = torch.randn(3, 4).to(d)
+    for fn, ref in ((torch.zeros_like, torch.zeros), (torch.ones_like, torch.ones)):
+        out = fn(x)
+        assert out.device == d and torch.equal(out.cpu(), ref(3, 4))
+    assert torch.equal(torch.full_like(x, 2.5).cpu(), torch.full((3, 4), 2.5))
+    assert torch.equal(x.new_zeros(2).cpu(), torch.zeros(2))
+    assert torch.equal(x.new_ones((1, 2)).cpu(), torch.ones(1, 2))
+    assert torch.randint(0, 5, (10,), device=d).cpu().max() < 5
+    assert torch.rand(3, device=d).device == d
+    assert torch.equal(torch.eye(3, device=d).cpu(), torch.eye(3))
+
+
+def test_module_to_keeps_parameter_identity_and_tied_weights():
+    import transformers
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64)
+    model = transformers.BertForMaskedLM(cfg)
+    word = model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.weight is word
+    expected = word.detach().to(torch.bfloat16).float().clone()
+    model.to(DEV)
+    assert model.bert.embeddings.word_embeddings.weight is word  # the same Parameter object
+    assert model.cls.predictions.decoder.weight is word
+    assert isinstance(word, torch.nn.Parameter) and word.device == torch.device(DEV) and word.requires_grad
+    assert torch.equal(word.detach().cpu(), expected)
+    # Back to the CPU: PyTorch swaps (and so keeps identity and ties) only with its future flag set.
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        model.to("cpu")
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(False)
+    assert model.cls.predictions.decoder.weight is word is model.bert.embeddings.word_embeddings.weight
+    assert word.device.type == "cpu" and torch.equal(word.detach(), expected)
+
+
+def test_memory_returns_to_baseline_after_del():
+    torch.zeros(1, device=DEV)  # the device is open
+    gc.collect()
+    base = torch.ttnn.memory_allocated()
+    x = torch.randn(1024, 1024).to(DEV)
+    y = x * 2
+    grown = torch.ttnn.memory_allocated()
+    assert grown >= base + 2 * 1024 * 1024 * 2  # two bfloat16 1M-element tensors
+    del x, y
+    gc.collect()
+    assert torch.ttnn.memory_allocated() == base
+
+
+def test_bad_device_index():
+    with pytest.raises(RuntimeError, match=r"ttnn:7 is not available: this system has 1 ttnn device"):
+        torch.randn(2).to("ttnn:7")
+    with pytest.raises(RuntimeError, match=r"ttnn:7 is not available"):
+        torch.zeros(2, device="ttnn:7")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64])
+def test_unsupported_dtypes(dtype):
+    x = torch.zeros(3, dtype=dtype)
+    with pytest.raises(TypeError, match=f"ttnn devices do not support {dtype}.*x.to"):
+        x.to(DEV)
+    with pytest.raises(TypeError, match="ttnn devices do not support"):
+        torch.zeros(3, dtype=dtype, device=DEV)
+
+
+def test_int64_out_of_device_range():
+    x = torch.tensor([1, 2**40])
+    with pytest.raises(RuntimeError, match="do not fit the device's int32"):
+        x.to(DEV)
+    ok = torch.tensor([-(2**31), 2**31 - 1])
+    assert torch.equal(ok.to(DEV).cpu(), ok)
+
+
+def test_mixed_devices():
+    a = torch.randn(4, 4).to(DEV)
+    b = torch.randn(4, 4)
+    for op in (lambda: a + b, lambda: b * a, lambda: torch.matmul(a, b)):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found "
+                                               "at least two devices, ttnn:0 and cpu!"):
+            op()
+    # a 0-d CPU tensor mixes with any device, as in PyTorch
+    assert torch.allclose((a * torch.tensor(2.0)).cpu(), a.cpu() * 2)
+
+
+def test_copy_between_devices_in_place():
+    x = torch.zeros(2, 3).to(DEV)
+    src = torch.arange(6.0).reshape(2, 3)
+    x.copy_(src)
+    assert torch.equal(x.cpu(), src)
+    dst = torch.empty(2, 3)
+    dst.copy_(x)
+    assert torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("kind,name", [("mock-blackhole", "Blackhole p150 (mock)"),
+                                       ("mock-wormhole", "Wormhole n150 (mock)")])
+def test_mock_devices(kind, name):
+    code = ("import torch, transformers; import ttnn_eager\n"
+            "x = torch.randn(3, 70); y = x.to('ttnn:0')\n"
+            "lin = torch.nn.Linear(70, 40).to('ttnn:0')\n"
+            "with torch.no_grad(): out = lin(y).cpu(); ref = torch.nn.functional.linear(x, lin.weight.cpu(), lin.bias.cpu())\n"
+            "print(torch.ttnn.get_device_name(), float((out - ref).abs().max()), float(ref.abs().max()))")
+    r = run_python(code, env={"TTNN_EAGER_DEVICE": kind})
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = r.stdout.strip().splitlines()[-1]
+    assert line.startswith(name)
+    err, scale = map(float, line[len(name):].split())
+    assert err < 0.02 * scale
