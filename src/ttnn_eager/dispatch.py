@@ -165,8 +165,12 @@ def dispatch(func, args, kwargs):
     hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
     if call.promote:
         promoted = dict(zip(map(id, call.promote), layout.ensure_promoted(call.promote)))
-        hargs = [promoted.get(id(a), a) for a in hargs]
-        hkwargs = {k: promoted.get(id(v), v) for k, v in hkwargs.items()}
+
+        def swap(x):
+            if type(x) in (list, tuple):
+                return type(x)(swap(y) for y in x)
+            return promoted.get(id(x), x)
+        hargs, hkwargs = swap(hargs), {k: swap(v) for k, v in hkwargs.items()}
     try:
         result = entry.fn(*hargs, **hkwargs)
     except Unfit:

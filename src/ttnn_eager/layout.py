@@ -142,6 +142,11 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     return h
 
 
+def to_float32(h: api.Handle) -> api.Handle:
+    """h computed in float32 on the device (a new handle), for ops whose result bfloat16 would change."""
+    return _typecast(ensure(h, TILE), api.FLOAT32)
+
+
 def ensure_promoted(handles: list) -> list:
     """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32."""
     handles = [ensure(h, TILE) for h in handles]

@@ -63,11 +63,13 @@ def mul(a, b):
 
 
 @lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, ttnn=["divide"],
-          needs=TILE_FLOAT, notes="true division in floating point; rounding_mode trunc/floor applied after")
+          needs=TILE_FLOAT, notes="true division; with rounding_mode (trunc/floor) computed in float32")
 def div(a, b, *, rounding_mode=None):
     dtype = result_dtype(a, b)
     if not dtype.is_floating_point and rounding_mode is None:
         dtype = torch.get_default_dtype()
+    if rounding_mode is not None:  # trunc/floor of a bfloat16 quotient would be off by one near integers
+        a, b = (policy.to_float32(x) if is_handle(x) else x for x in (a, b))
     if is_handle(b):
         out = api.run("divide", a, b, out_dtype=dtype)
     else:
@@ -148,10 +150,13 @@ le = _compare("le", "le", aten.le.Tensor, aten.le.Scalar)
 def _bool_or_int(name: str, logical: str, bitwise: str, *ops):
     @lowering(*ops, ttnn=[logical, bitwise], needs=PROMOTE, notes="bool: logical op on 0/1; integers: bitwise")
     def lower(a, b):
-        if a.dtype == torch.bool and (not is_handle(b) or b.dtype == torch.bool):
-            return binary(logical, a, b, torch.bool) if is_handle(b) else \
-                api.run(logical, a, float(bool(b)), out_dtype=torch.bool)
-        return api.run(bitwise, a, b, out_dtype=result_dtype(a, b))
+        if a.dtype == torch.bool and not is_handle(b):  # with a Python bool: a, or a constant
+            from .factory import full_handle
+            absorbing = bool(b) if logical == "logical_or" else not bool(b)
+            return full_handle(a.shape, bool(b), torch.bool, a.index) if absorbing else a
+        if a.dtype == torch.bool and b.dtype == torch.bool:
+            return api.run(logical, a, b, out_dtype=torch.bool)
+        return api.run(bitwise, a, b if is_handle(b) else int(b), out_dtype=result_dtype(a, b))
     lower.__name__ = lower.__qualname__ = name
     return lower
 

@@ -14,7 +14,7 @@ import torch
 
 from .. import device_api as api
 from .. import layout as policy
-from ..layout import ANY
+from ..layout import ANY, PROMOTE
 from ..registry import lowering
 from ._common import contiguous_shape, dim
 
@@ -180,3 +180,18 @@ def select(x, d, index):
     shape = list(x.shape)
     del shape[d]
     return reshape(part, shape)
+
+
+@lowering(aten.cat.default, ttnn=["concat"], needs=PROMOTE, notes="empty inputs are skipped, as in PyTorch")
+def cat(tensors, d=0):
+    parts = [t for t in tensors if t.shape.numel() or len(t.shape) > 1]
+    d = dim(d, len(parts[0].shape))
+    if len(parts) == 1:
+        return share(parts[0])
+    return api.run("concat", parts, dim=d)
+
+
+@lowering(aten.stack.default, ttnn=["reshape", "concat"], needs=PROMOTE)
+def stack(tensors, d=0):
+    d = dim(d, len(tensors[0].shape) + 1)
+    return cat([unsqueeze(t, d) for t in tensors], d)
