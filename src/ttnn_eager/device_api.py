@@ -150,8 +150,12 @@ def synchronize(index: int) -> None:
 def _close_all() -> None:
     import gc
     gc.collect()  # drop device tensors that are already garbage before their device goes away
-    for index in list(_devices):
-        ttnn.close_device(_devices.pop(index))
+    for index in sorted(_devices, reverse=True):  # remote chips before the MMIO chip that serves them
+        dev = _devices.pop(index)
+        try:
+            ttnn.close_device(dev)
+        except Exception:  # already closed with a chip it shares a cluster with
+            pass
 
 
 # ----------------------------------------------------------------------------------------------- values
