@@ -81,3 +81,13 @@ def test_bert_checklist_doc_is_current():
     assert all(not inv["fallbacks"] for inv in inventories.values())
     assert docs.bert_md(inventories) == open(f"{docs.DOCS}/bert.md").read(), \
         "docs/bert.md is stale: run `ttnn-eager docs`"
+
+
+def test_in_place_write_through_a_reshaped_view_raises_instead_of_silently_copying():
+    x = torch.zeros(3, 4).to(DEV)
+    for write in (lambda: x[0].add_(1), lambda: x.view(12).zero_(), lambda: x.t().mul_(2)):
+        with pytest.raises(RuntimeError, match="in-place write into a view"):
+            write()
+    assert torch.equal(x.cpu(), torch.zeros(3, 4))  # nothing half-done
+    x.detach().add_(1)  # same-shape alias: shares the device tensor, so the write is seen by both
+    assert torch.equal(x.cpu(), torch.ones(3, 4))

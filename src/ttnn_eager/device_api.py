@@ -150,6 +150,12 @@ def synchronize(index: int) -> None:
 def _close_all() -> None:
     import gc
     gc.collect()  # drop device tensors that are already garbage before their device goes away
+    for obj in gc.get_objects():  # and release the ones still referenced (module globals of a script)
+        if type(obj) is Handle:
+            obj.tt = obj.shadow = None
+    _resolve.cache_clear()
+    _reference.cache_clear()
+    gc.collect()
     for index in sorted(_devices, reverse=True):  # remote chips before the MMIO chip that serves them
         dev = _devices.pop(index)
         try:

@@ -108,6 +108,12 @@ def _wrap(x):
 
 def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
+    base = target._base
+    if isinstance(base, TtnnTensor) and base._handle is not target._handle:
+        raise RuntimeError(
+            "ttnn_eager: in-place write into a view whose shape differs from its base (e.g. x[0].add_(1) or "
+            "x.view(-1).zero_()) is not supported yet: TT-NN tensors have no strides, so the base would not "
+            "see the write. Write into the base, or clone() the view first.")
     dst = target._handle
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() == dst.shape.numel() and h.tt is not None:
