@@ -1,31 +1,36 @@
 """The layout and dtype policy: the one place that decides how a tensor is stored on the device.
 
-TT-NN computes on TILE tensors (32x32 tiles; the last two dimensions padded to multiples of 32, the logical
-shape kept beside the padded one) and moves data, gathers embedding rows and transfers to and from the
-host in ROW_MAJOR. So:
+TT-NN computes on TILE tensors: 32x32 tiles, the last two dimensions padded to multiples of 32, the logical
+shape kept beside the padded one. ttnn 0.81.1 also accepts ROW_MAJOR for its data-movement ops and, as
+docs/layouts.md measures, for embedding indices, typecast and gather. So every tensor is uploaded TILE and
+stays TILE; the one ROW_MAJOR tensor is an embedding table (converted once, in place, at its first lookup).
 
 Storage (at upload, `storage_for`):
-    torch.float32   bfloat16, TILE      (float32, TILE with configure(float32_storage="float32"))
-    torch.bfloat16  bfloat16, TILE
-    torch.float16   bfloat16, TILE      (TT-NN has no float16)
-    torch.bool      bfloat16, TILE      (0.0 / 1.0; comparisons on the device produce the same)
-    torch.int64     int32, ROW_MAJOR    (values must fit in int32: checked at upload)
-    int32/int16/int8/uint8  int32, ROW_MAJOR
+    torch.float32    bfloat16 TILE   (float32 with configure(float32_storage="float32"); the torch dtype
+                                      PyTorch sees stays float32, like a TF32 switch)
+    torch.bfloat16   bfloat16 TILE
+    torch.float16    bfloat16 TILE   (TT-NN has no float16)
+    torch.bool       bfloat16 TILE   (0.0 / 1.0; comparisons on the device produce the same)
+    integer dtypes   uint32 TILE when every value is >= 0 (token ids, positions, masks), else int32 TILE;
+                     int64 values must fit in int32 (checked at upload). uint32 storage is how the backend
+                     knows a tensor is non-negative: embedding and gather take it as indices without any
+                     conversion, and subtraction (which could wrap around) first converts it to int32.
+    matmul weights   with configure(weight_dtype="bfloat8_b"): 2-D parameters (both sizes >= 32) are
+                     stored bfloat8_b TILE at upload; an embedding table among them is widened back to
+                     bfloat16 once, at its first lookup
     float64, complex: refused (TypeError naming a dtype to use)
-Integer tensors start ROW_MAJOR because their main consumer, the embedding gather, wants ROW_MAJOR uint32
-indices; a floating tensor starts TILE because every compute op wants TILE.
 
 Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
-    ANY         as it is (data movement: view, permute, slice ...)
+    ANY         as it is
     TILE        TILE layout, dtype kept
     TILE_FLOAT  TILE layout, floating dtype (integer/bool tensors are converted to bfloat16)
-    PROMOTE     TILE layout; all PROMOTE arguments of one call share a device dtype (int -> bfloat16)
-    ROW_MAJOR   ROW_MAJOR layout, dtype kept
-    INDEX       ROW_MAJOR uint32 (embedding indices)
-    TILE_INDEX  TILE uint32 (gather indices)
+    PROMOTE     TILE layout; all PROMOTE arguments of one call share a device dtype (floating if any is)
+    SIGNED      TILE layout; uint32 converted to int32 (ops that may produce negative values)
+    INDEX       uint32, any layout (embedding and gather indices)
+    TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once)
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
-converted once stays converted and no second copy is kept -- while a dtype change (which may lose
-information) gives a new handle. Each conversion is counted in `layout_conversions`.
+converted once stays converted and no second copy is kept -- while a dtype change that may lose information
+gives a new handle. Each conversion is counted in `layout_conversions`.
 """
 from __future__ import annotations
 
@@ -43,7 +48,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 class Need:
     name: str
     layout: object = None   # api.TILE / api.ROW_MAJOR / None (keep)
-    dtype: str = "keep"     # "keep" | "float" | "promote" | "uint32"
+    dtype: str = "keep"     # "keep" | "float" | "promote" | "signed" | "uint32" | "bfloat16"
 
     def __repr__(self):
         return self.name
@@ -53,13 +58,14 @@ ANY = Need("ANY")
 TILE = Need("TILE", api.TILE)
 TILE_FLOAT = Need("TILE_FLOAT", api.TILE, "float")
 PROMOTE = Need("PROMOTE", api.TILE, "promote")
-ROW_MAJOR = Need("ROW_MAJOR", api.ROW_MAJOR)
-INDEX = Need("INDEX", api.ROW_MAJOR, "uint32")
-TILE_INDEX = Need("TILE_INDEX", api.TILE, "uint32")
+SIGNED = Need("SIGNED", api.TILE, "signed")
+INDEX = Need("INDEX", None, "uint32")
+TABLE = Need("TABLE", api.ROW_MAJOR, "bfloat16")
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}
 _INT = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_FLOAT_TT = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)
 
 
 def float_device_dtype():
@@ -74,28 +80,39 @@ def check_dtype(dtype: torch.dtype) -> None:
                     f"x.to({hint}) (supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8)")
 
 
-def storage_for(dtype: torch.dtype):
-    """(device dtype, layout) a tensor of torch dtype `dtype` gets at upload."""
+def storage_for(dtype: torch.dtype, nonnegative: bool = False):
+    """(device dtype, layout) for a tensor of torch dtype `dtype`."""
     check_dtype(dtype)
     if dtype in _INT:
-        return api.INT32, api.ROW_MAJOR
+        return (api.UINT32 if nonnegative else api.INT32), api.TILE
     return (_FLOAT_DEVICE[dtype] or float_device_dtype()), api.TILE
 
 
-def check_int_range(value: torch.Tensor) -> None:
-    if value.dtype == torch.int64 and value.numel():
-        lo, hi = int(value.min()), int(value.max())
-        if lo < INT32_MIN or hi > INT32_MAX:
-            raise RuntimeError(f"int64 values in [{lo}, {hi}] do not fit the device's int32 integers "
-                               f"[{INT32_MIN}, {INT32_MAX}]; keep such tensors on the CPU or rescale them")
+def _int_range(value: torch.Tensor):
+    if not value.numel():
+        return 0, 0
+    lo, hi = int(value.min()), int(value.max())
+    if lo < INT32_MIN or hi > INT32_MAX:
+        raise RuntimeError(f"int64 values in [{lo}, {hi}] do not fit the device's int32 integers "
+                           f"[{INT32_MIN}, {INT32_MAX}]; keep such tensors on the CPU or rescale them")
+    return lo, hi
+
+
+def is_matmul_weight(value: torch.Tensor) -> bool:
+    return (isinstance(value, torch.nn.Parameter) and value.dim() == 2 and value.dtype.is_floating_point
+            and min(value.shape) >= api.TILE_SIZE)
 
 
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
-    tt_dtype, layout = storage_for(value.dtype)
-    check_int_range(value)
-    if value.dim() == 0 or value.numel() == 0:
-        layout = api.ROW_MAJOR if value.numel() == 0 else layout
+    nonnegative = False
+    if value.dtype in _INT:
+        nonnegative = _int_range(value)[0] >= 0
+    tt_dtype, layout = storage_for(value.dtype, nonnegative)
+    if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
+        tt_dtype = api.BFLOAT8_B
+    if value.numel() == 0:
+        layout = api.ROW_MAJOR
     return api.upload(value, tt_dtype, layout, index)
 
 
@@ -110,34 +127,40 @@ def materialize(h: api.Handle) -> api.Handle:
 
 def _relayout(h: api.Handle, layout) -> None:
     """Change h's layout in place (lossless, so every user of h may share the converted form)."""
-    if layout is not None and h.layout != layout:
+    if layout is not None and h.layout != layout and h.shape.numel():
         new = api.run("to_layout", h, layout)
         counters.counts["layout_conversions"] += 1
         h.tt, h.shadow = new.tt, new.shadow
 
 
 def _typecast(h: api.Handle, tt_dtype) -> api.Handle:
-    """h converted to device dtype `tt_dtype`: a new handle (a dtype change may lose information, so the
-    original stays as it is). Typecasts run on TILE tensors."""
+    """h converted to device dtype `tt_dtype`: a new handle (the original stays as it is). Block-float
+    dtypes exist only in TILE, so a conversion to one tilizes first."""
     if h.tt_dtype == tt_dtype:
         return h
-    _relayout(h, api.TILE)
+    if tt_dtype == api.BFLOAT8_B:
+        _relayout(h, api.TILE)
     counters.counts["layout_conversions"] += 1
     return api.run("typecast", h, tt_dtype)
 
 
-def _is_float(tt_dtype) -> bool:
-    return tt_dtype in (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)
+def is_float(tt_dtype) -> bool:
+    return tt_dtype in _FLOAT_TT
 
 
 def ensure(h: api.Handle, need: Need) -> api.Handle:
-    """h in the form `need` asks for: layout changes happen in place (and stay), dtype changes give a new
-    handle."""
+    """h in the form `need` asks for: layout changes and lossless widenings happen in place (and stay),
+    other dtype changes give a new handle."""
     materialize(h)
-    if need.dtype == "float" and not _is_float(h.tt_dtype):
+    if need.dtype == "float" and not is_float(h.tt_dtype):
         h = _typecast(h, api.BFLOAT16)
+    elif need.dtype == "signed" and h.tt_dtype == api.UINT32:
+        h = _typecast(h, api.INT32)
     elif need.dtype == "uint32" and h.tt_dtype != api.UINT32:
         h = _typecast(h, api.UINT32)
+    elif need.dtype == "bfloat16" and h.tt_dtype == api.BFLOAT8_B:  # widening: exact, so in place
+        new = _typecast(h, api.BFLOAT16)
+        h.tt, h.shadow = new.tt, new.shadow
     _relayout(h, need.layout)
     return h
 
@@ -147,28 +170,34 @@ def to_float32(h: api.Handle) -> api.Handle:
     return _typecast(ensure(h, TILE), api.FLOAT32)
 
 
+def signed(h: api.Handle) -> api.Handle:
+    return ensure(h, SIGNED)
+
+
 def ensure_promoted(handles: list) -> list:
-    """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32."""
+    """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32 (uint32 when
+    all are uint32)."""
     handles = [ensure(h, TILE) for h in handles]
     dtypes = {h.tt_dtype for h in handles}
-    if len(dtypes) > 1 or api.UINT32 in dtypes:
-        floats = [d for d in dtypes if _is_float(d)]
+    if len(dtypes) > 1:
+        floats = [d for d in dtypes if is_float(d)]
         target = api.FLOAT32 if api.FLOAT32 in floats else (api.BFLOAT16 if floats else api.INT32)
         handles = [_typecast(h, target) for h in handles]
     return handles
 
 
-def weight_dtype():
-    return api.BFLOAT8_B if config.settings["weight_dtype"] == "bfloat8_b" else None
-
-
 def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     """The same value as torch dtype `dtype` (a new handle; the device tensor is converted when the
-    storage policy stores `dtype` differently, e.g. an int32 result written into a float tensor)."""
+    storage policy stores `dtype` differently, e.g. an integer result written into a float tensor)."""
     if h.dtype == dtype:
         return h
     new = api.Handle(h.tt, h.shadow, dtype, h.shape, h.index)
-    if dtype != torch.bool and h.tt is not None and new.tt_dtype != storage_for(dtype)[0]:
+    if h.tt is None or dtype == torch.bool:
+        return new
+    if dtype in _INT:
+        if is_float(new.tt_dtype):
+            new = _typecast(new, api.INT32)
+    elif new.tt_dtype != storage_for(dtype)[0]:
         new = _typecast(new, storage_for(dtype)[0])
-        new.dtype = dtype
+    new.dtype = dtype
     return new

@@ -10,7 +10,7 @@ import torch
 
 from .. import device_api as api
 from .. import layout as policy
-from ..layout import PROMOTE, TILE, TILE_FLOAT
+from ..layout import PROMOTE, SIGNED, TILE, TILE_FLOAT
 from ..registry import lowering
 from ._common import is_handle, result_dtype
 
@@ -21,19 +21,31 @@ def _scalar(v):
     return float(v) if isinstance(v, (bool, float)) else v
 
 
+def _fit(out_dtype: torch.dtype, op: str, *operands):
+    """Bring tensor operands to a device dtype in which the op is exact for these operands: floating when
+    the result or a scalar is floating, signed when a scalar is negative or the op subtracts (uint32 storage
+    would wrap around)."""
+    scalars = [x for x in operands if not is_handle(x) and x is not None]
+    if out_dtype.is_floating_point or any(isinstance(x, float) for x in scalars):
+        return [policy.ensure(x, TILE_FLOAT) if is_handle(x) else x for x in operands]
+    if any(x < 0 for x in scalars) or op in ("subtract", "rsub"):
+        return [policy.signed(x) if is_handle(x) else x for x in operands]
+    return list(operands)
+
+
 def binary(op: str, a, b, out_dtype: torch.dtype):
     """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
     computed in floating point, as PyTorch promotes it)."""
-    if out_dtype.is_floating_point:
-        a, b = (policy.ensure(x, TILE_FLOAT) if is_handle(x) else x for x in (a, b))
+    a, b = _fit(out_dtype, op, a, b)
+    kwargs = {"dtype": api.BFLOAT16} if out_dtype == torch.bool else {}  # every device bool is bf16 0/1
     if is_handle(a) and is_handle(b):
-        return api.run(op, a, b, out_dtype=out_dtype)
+        return api.run(op, a, b, out_dtype=out_dtype, **kwargs)
     if is_handle(a):
-        return api.run(op, a, _scalar(b), out_dtype=out_dtype)
+        return api.run(op, a, _scalar(b), out_dtype=out_dtype, **kwargs)
     reversed_op = {"add": "add", "multiply": "multiply", "subtract": "rsub", "rsub": "subtract"}.get(op)
     if reversed_op is None:
         raise NotImplementedError(f"{op} with a scalar first operand")
-    return api.run(reversed_op, b, _scalar(a), out_dtype=out_dtype)
+    return api.run(reversed_op, b, _scalar(a), out_dtype=out_dtype, **kwargs)
 
 
 def _scaled(b, alpha):
@@ -99,7 +111,7 @@ silu = _unary("silu", "silu", aten.silu.default)
 reciprocal = _unary("reciprocal", "reciprocal", aten.reciprocal.default)
 
 
-@lowering(aten.neg.default, ttnn=["neg"], needs=TILE)
+@lowering(aten.neg.default, ttnn=["neg"], needs=SIGNED)
 def neg(x):
     return api.run("neg", x)
 
@@ -131,10 +143,9 @@ def clamp(x, min=None, max=None):
 
 # ----------------------------------------------------------------------------------------------- comparisons
 def _compare(name: str, ttnn_op: str, *ops):
-    @lowering(*ops, ttnn=[ttnn_op], needs=PROMOTE, notes="bool result stored as 0/1")
+    @lowering(*ops, ttnn=[ttnn_op], needs=PROMOTE, notes="bool result stored as bfloat16 0/1")
     def lower(a, b):
-        return binary(ttnn_op, a, b, torch.bool) if is_handle(b) else api.run(ttnn_op, a, _scalar(b),
-                                                                              out_dtype=torch.bool)
+        return binary(ttnn_op, a, b, torch.bool)
     lower.__name__ = lower.__qualname__ = name
     return lower
 
@@ -155,7 +166,7 @@ def _bool_or_int(name: str, logical: str, bitwise: str, *ops):
             absorbing = bool(b) if logical == "logical_or" else not bool(b)
             return full_handle(a.shape, bool(b), torch.bool, a.index) if absorbing else a
         if a.dtype == torch.bool and b.dtype == torch.bool:
-            return api.run(logical, a, b, out_dtype=torch.bool)
+            return binary(logical, a, b, torch.bool)
         return api.run(bitwise, a, b if is_handle(b) else int(b), out_dtype=result_dtype(a, b))
     lower.__name__ = lower.__qualname__ = name
     return lower
@@ -179,10 +190,12 @@ def bitwise_not(x):
           needs={"condition": TILE, "*": PROMOTE})
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
+    a, b = _fit(dtype, "where", a, b)
     return api.run("where", condition, _scalar(a) if not is_handle(a) else a,
                    _scalar(b) if not is_handle(b) else b, out_dtype=dtype)
 
 
 @lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor, ttnn=["where"], needs={"mask": TILE, "*": PROMOTE})
 def masked_fill(x, mask, value):
+    x, value = _fit(x.dtype, "where", x, value)
     return api.run("where", mask, _scalar(value) if not is_handle(value) else value, x, out_dtype=x.dtype)

@@ -1,18 +1,18 @@
-"""Embedding lookup: ttnn.embedding gathers rows of a ROW_MAJOR table with ROW_MAJOR uint32 indices and
-writes a TILE result (what every consumer of an embedding wants)."""
+"""Embedding lookup: ttnn.embedding gathers rows of a ROW_MAJOR bfloat16 table (prepared once, in place)
+with uint32 indices and writes a TILE result (what every consumer of an embedding wants)."""
 from __future__ import annotations
 
 import torch
 
 from .. import device_api as api
-from ..layout import INDEX, ROW_MAJOR
+from ..layout import INDEX, TABLE
 from ..registry import lowering
 from .views import reshape
 
 aten = torch.ops.aten
 
 
-@lowering(aten.embedding.default, ttnn=["embedding"], needs={"weight": ROW_MAJOR, "indices": INDEX},
+@lowering(aten.embedding.default, ttnn=["embedding"], needs={"weight": TABLE, "indices": INDEX},
           notes="padding_idx only matters for gradients")
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     shape = list(indices.shape) + [weight.shape[-1]]

@@ -23,7 +23,7 @@ def _dtype(dtype):
 
 def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
     policy.check_dtype(dtype)
-    tt_dtype, tt_layout = policy.storage_for(dtype)
+    tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=not isinstance(value, bool) and value >= 0)
     shape = tuple(shape)
     if len(shape) == 0 or 0 in shape:  # ttnn.full wants a non-empty shape: go through the host
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
@@ -147,7 +147,7 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         return h
     policy.check_dtype(dtype)
     if dtype == torch.bool:
-        return api.run("ne", policy.ensure(h, TILE), 0, out_dtype=torch.bool)
+        return api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
     if h.dtype.is_floating_point and not dtype.is_floating_point:
         h = api.run("trunc", policy.ensure(h, TILE))
     return policy.retag(h, dtype)

@@ -3,7 +3,7 @@
 `x[i0, ..., ik-1]` with k index tensors on the leading dimensions is a row gather: the indices, broadcast to
 one shape, fold into one flat row number (sum of i_j * stride_j, negative indices wrapped as in PyTorch)
 and ttnn.embedding reads those rows of x viewed as [rows, rest]. Other patterns (None between indices,
-bool masks) are Unfit and run on the CPU fallback.
+bool masks) are Unfit and run on the CPU fallback. The table stays TILE: ttnn.embedding accepts it (docs/layouts.md).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from .. import device_api as api
 from .. import layout as policy
-from ..layout import ANY, TILE, TILE_FLOAT, TILE_INDEX
+from ..layout import ANY, INDEX, TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
 from ._common import dim
 from .views import expand, reshape
@@ -21,13 +21,15 @@ from .views import expand, reshape
 aten = torch.ops.aten
 
 
-@lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": TILE_INDEX})
+@lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": INDEX})
 def gather(x, d, index, *, sparse_grad=False):
     return api.run("gather", x, dim(d, len(x.shape)), index=index, out_dtype=x.dtype)
 
 
 def _wrapped(i: api.Handle, size: int) -> api.Handle:
-    """PyTorch's negative-index rule, on the device: i < 0 -> i + size."""
+    """PyTorch's negative-index rule, on the device: i < 0 -> i + size (uint32 indices are never negative)."""
+    if i.tt_dtype == api.UINT32:
+        return i
     negative = api.run("lt", i, 0)
     return api.run("where", negative, api.run("add", i, size), i)
 
@@ -41,14 +43,14 @@ def index(x, indices):
         raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
     shape = list(torch.broadcast_shapes(*[tuple(i.shape) for i in indices]))
     rest = list(x.shape[k:])
+    need = TILE if all(i.tt_dtype == api.UINT32 for i in indices) else policy.SIGNED  # one integer dtype
     flat = None
     for j, i in enumerate(indices):
         stride = math.prod(x.shape[j + 1:k])
-        i = _wrapped(policy.ensure(i, TILE), x.shape[j])
+        i = _wrapped(policy.ensure(i, need), x.shape[j])
         term = api.run("multiply", i, stride) if stride != 1 else i
         flat = term if flat is None else api.run("add", flat, term)
     flat = reshape(expand(flat, shape), (1, math.prod(shape)))
     table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
-    rows = api.run("embedding", policy.ensure(flat, policy.INDEX), policy.ensure(table, policy.ROW_MAJOR),
-                   layout=api.TILE, out_dtype=x.dtype)
+    rows = api.run("embedding", policy.ensure(flat, INDEX), table, layout=api.TILE, out_dtype=x.dtype)
     return reshape(rows, shape + rest)

@@ -33,13 +33,13 @@ def _reduce(op: str, x, d, keepdim, out_dtype=None):
 @lowering(aten.all.default, aten.all.dim, aten.all.dims, ttnn=["ne", "min"], needs=TILE,
           notes="a device-side min over (x != 0)")
 def all_(x, d=None, keepdim=False):
-    nonzero = api.run("ne", x, 0, out_dtype=torch.bool)
+    nonzero = api.run("ne", x, 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
     return _reduce("min", nonzero, d, keepdim, torch.bool)
 
 
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
 def any_(x, d=None, keepdim=False):
-    nonzero = api.run("ne", x, 0, out_dtype=torch.bool)
+    nonzero = api.run("ne", x, 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
     return _reduce("max", nonzero, d, keepdim, torch.bool)
 
 
