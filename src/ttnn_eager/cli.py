@@ -1,6 +1,7 @@
 """`ttnn-eager`: the command line.
 
-    ttnn-eager bert [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager] [--json]
+    ttnn-eager bert [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
+                    [--weight-dtype bfloat16|bfloat8_b] [--json]
     ttnn-eager ops  [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
     ttnn-eager docs [--check]        regenerate docs/ops.md and docs/bert.md (or check they are current)
@@ -18,21 +19,27 @@ def _model_args(p):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa")
+    p.add_argument("--weight-dtype", choices=("bfloat16", "bfloat8_b"), default="bfloat16",
+                   help="device dtype of matmul weights (bfloat8_b: TILE only, ~half the memory)")
 
 
 def cmd_bert(args) -> int:
     import torch
+    import ttnn_eager
     from ttnn_eager import bert
 
+    ttnn_eager.configure(weight_dtype=args.weight_dtype)
     model, source = bert.load_bert(args.model, args.attn)
     ids, mask = bert.make_inputs(args.batch, args.seq, model.config.vocab_size)
-    result = {"model": source, "batch": args.batch, "seq": args.seq, "attn": args.attn}
+    result = {"model": source, "batch": args.batch, "seq": args.seq, "attn": args.attn,
+              "weight_dtype": args.weight_dtype}
     result.update(bert.compare(model, ids, mask, grad_mode=args.grad))
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
     print(f"model   {source}\ndevice  {result['device']}\ninput   batch {args.batch}, seq {args.seq}, "
-          f"attention {args.attn}, {args.grad}, padded positions {int((mask == 0).sum())}")
+          f"attention {args.attn}, {args.grad}, padded positions {int((mask == 0).sum())}, "
+          f"matmul weights {args.weight_dtype}")
     print(f"accuracy vs float32 CPU (valid positions):")
     print(f"  last_hidden_state  pearson {result['pcc_last_hidden_state']:.6f}  "
           f"max abs err {result['max_abs_err_last_hidden_state']:.4g}")

@@ -291,17 +291,17 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     return handles if isinstance(out, (list, tuple)) else handles[0]
 
 
-def create(op: str, shape, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
-    """A factory op on the device (`full`, `zeros`, `ones`, `arange`): no transfer."""
-    out = _resolve(op)(*(() if shape is None else (tuple(shape),)), dtype=tt_dtype, layout=layout,
-                       device=device(index), **kwargs)
+def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
+    """A factory op on the device (`full`, `zeros`, `arange`, ...): `ttnn.<op>(*args, dtype, layout, device,
+    **kwargs)`, no transfer."""
+    out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
     counters.counts["ttnn_ops"] += 1
     counters.ttnn_by_op[op] += 1
     shadow = None
     if MOCK:
-        ref = _reference(op)(*(() if shape is None else (tuple(shape),)), dtype=tt_dtype, **kwargs)
+        ref = _reference(op)(*args, dtype=tt_dtype, **kwargs)
         shadow = _round(ref.reshape(tuple(out.shape)), out.dtype)
-    return Handle(out, shadow, dtype, tuple(out.shape) if shape is None else shape, index)
+    return Handle(out, shadow, dtype, tuple(out.shape), index)
 
 
 def enum(name: str):

@@ -1,4 +1,5 @@
-"""Generated documentation: docs/ops.md from the lowering registry, docs/bert.md from op inventories.
+"""Generated documentation: docs/ops.md from the lowering registry, docs/bert.md from op inventories,
+docs/layouts.md from the layout policy and the measured row-major gaps.
 
 `ttnn-eager docs` writes them; `ttnn-eager docs --check` (and a test) fails when they are stale.
 """
@@ -81,6 +82,57 @@ def bert_md(inventories: dict) -> str:
     return "".join(out)
 
 
+# Rejections that are gaps (an op that takes ROW_MAJOR where its siblings do, or a documented input it
+# refuses), with the drafted upstream issue; other rejections are TILE-only kernels by design.
+LAYOUT_GAPS = {
+    "where": ("ttnn.where rejects ROW_MAJOR inputs that the binary ops (add, multiply, eq, ...) accept",
+              "pred = ttnn.from_torch(torch.rand(2, 40, 64) > 0.5, dtype=ttnn.bfloat16, "
+              "layout=ttnn.ROW_MAJOR_LAYOUT, device=dev)\n"
+              "a = ttnn.from_torch(torch.randn(2, 40, 64), dtype=ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT, "
+              "device=dev)\nttnn.where(pred, a, a)",
+              "a ROW_MAJOR result like ttnn.add(a, a) gives (or an automatic tilize, as ttnn.max does)"),
+    "cumsum": ("ttnn.cumsum rejects ROW_MAJOR input while ttnn.sum and ttnn.mean accept it",
+               "x = ttnn.from_torch(torch.randn(2, 40, 64), dtype=ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT, "
+               "device=dev)\nttnn.cumsum(x, 1)",
+               "a ROW_MAJOR result (or an automatic tilize)"),
+    "layer_norm": ("ttnn.layer_norm rejects a 1-D ROW_MAJOR gamma/beta of the normalized size",
+                   "x = ttnn.from_torch(torch.randn(2, 40, 64), dtype=ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT, "
+                   "device=dev)\ng = ttnn.from_torch(torch.ones(64), dtype=ttnn.bfloat16, "
+                   "layout=ttnn.ROW_MAJOR_LAYOUT, device=dev)\nttnn.layer_norm(x, weight=g, bias=g)",
+                   "the 1-D weight accepted as it is with TILE layout (a ROW_MAJOR gamma must today be "
+                   "reshaped to [H/32, 32] by the caller)"),
+}
+
+
+def layouts_md(rows: list) -> str:
+    from . import layout, layout_probe
+    out = [HEADER.format(source="src/ttnn_eager/layout_probe.py (real ttnn validation) and layout.py"),
+           "# Layouts and dtypes\n\n## The policy (src/ttnn_eager/layout.py)\n\n```text\n",
+           layout.__doc__.strip(), "\n```\n\n",
+           "## Row-major gaps, measured\n\n",
+           f"Every TT-NN op the lowerings use, called with ROW_MAJOR inputs (shape {list(layout_probe.SHAPE)} "
+           "or the op's equivalent; not tile-aligned) through ttnn's real validation, beside the same call "
+           "with TILE inputs. *accepts*: runs and returns ROW_MAJOR; *auto-tilize*: runs and returns TILE; "
+           "*rejects*: ttnn's message.\n\n",
+           "| TT-NN op | ROW_MAJOR inputs | result / message | TILE inputs |\n|---|---|---|---|\n"]
+    for op, verdict, detail, tile in rows:
+        out.append(f"| `ttnn.{op}` | {verdict} | {detail} | {tile} |\n")
+    rejected = [op for op, verdict, _, _ in rows if verdict == "rejects"]
+    by_design = [op for op in rejected if op not in LAYOUT_GAPS]
+    out.append("\nTILE-only by design (tile kernels; the policy keeps their inputs TILE): "
+               + ", ".join(f"`ttnn.{op}`" for op in by_design) + ".\n")
+    out.append("\n## Drafted upstream issues (tenstorrent/tt-metal)\n")
+    for op in rejected:
+        if op not in LAYOUT_GAPS:
+            continue
+        title, repro, expected = LAYOUT_GAPS[op]
+        actual = next(d for o, _, d, _ in rows if o == op)
+        out.append(f"\n### {title}\n\nttnn 0.81.1. Minimal repro:\n\n```python\nimport torch, ttnn\n"
+                   f"dev = ttnn.open_device(device_id=0)\n{repro}\n```\n\n"
+                   f"Expected: {expected}.\n\nActual: `{actual}`\n")
+    return "".join(out)
+
+
 def _write(path: str, text: str, check: bool) -> bool:
     """Write (or, with check, compare); True when the file was stale."""
     try:
@@ -101,6 +153,9 @@ def write_all(check: bool = False, bert: bool = True) -> list:
     stale = []
     if _write(os.path.join(DOCS, "ops.md"), ops_md(), check):
         stale.append("docs/ops.md")
+    from . import layout_probe
+    if _write(os.path.join(DOCS, "layouts.md"), layouts_md(layout_probe.measure()), check):
+        stale.append("docs/layouts.md")
     if bert:
         inventories = {key: bert_inventory(*key) for key in BERT_SCENARIOS}
         if _write(os.path.join(DOCS, "bert.md"), bert_md(inventories), check):

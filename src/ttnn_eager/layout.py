@@ -120,7 +120,7 @@ def materialize(h: api.Handle) -> api.Handle:
     """Give an unwritten (torch.empty) handle a device tensor: zeros."""
     if h.tt is None:
         tt_dtype, layout = storage_for(h.dtype)
-        z = api.create("zeros", h.shape, tt_dtype, layout, h.index, h.dtype)
+        z = api.create("zeros", (tuple(h.shape),), tt_dtype, layout, h.index, h.dtype)
         h.tt, h.shadow = z.tt, z.shadow
     return h
 

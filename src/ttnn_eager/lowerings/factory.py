@@ -25,11 +25,11 @@ def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
     policy.check_dtype(dtype)
     tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=not isinstance(value, bool) and value >= 0)
     shape = tuple(shape)
-    if len(shape) == 0 or 0 in shape:  # ttnn.full wants a non-empty shape: go through the host
+    if 0 in shape:  # no elements: nothing for ttnn.full to make
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
     if dtype == torch.bool:
         value = float(bool(value))
-    return api.create("full", shape, tt_dtype, tt_layout, index, dtype, fill_value=value)
+    return api.create("full", (shape,), tt_dtype, tt_layout, index, dtype, fill_value=value)
 
 
 @lowering(aten.empty.memory_format, aten.empty_strided.default, aten.empty_permuted.default,
@@ -118,7 +118,23 @@ def _host_factory(op):
     return lower
 
 
-for _op in (aten.arange.default, aten.arange.start, aten.arange.start_step, aten.rand.default,
+@lowering(aten.arange.default, aten.arange.start, aten.arange.start_step, ttnn=["arange"],
+          notes="integer ranges made on the device; a floating range is computed on the host and uploaded")
+def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
+    if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
+        host = torch.arange(start, end, step, dtype=dtype)
+        return policy.to_device(host, index_of(device))
+    dtype = dtype or torch.int64
+    n = max(0, -(-(end - start) // step))
+    if n == 0:
+        return policy.to_device(torch.empty(0, dtype=dtype), index_of(device))
+    last = start + (n - 1) * step
+    tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=min(start, last) >= 0)
+    return api.create("arange", (start, end, step), tt_dtype, tt_layout, index_of(device), dtype)
+
+
+for _op in (aten.rand.default,
             aten.rand.generator, aten.randn.default, aten.randn.generator, aten.randint.default,
             aten.randint.low, aten.randint.generator, aten.randint.low_generator, aten.randperm.default,
             aten.randperm.generator, aten.normal.float_float, aten.eye.default, aten.eye.m,

@@ -1,0 +1,93 @@
+"""The layout and dtype policy: nothing converted inside a steady-state forward, weights prepared once,
+device memory of bert-large in bfloat16 and bfloat8_b, the measured row-major table."""
+import gc
+
+import pytest
+import torch
+import transformers
+
+import ttnn_eager
+from ttnn_eager import bert, counters, docs, layout_probe
+
+from conftest import pcc
+
+DEV = "ttnn:0"
+
+
+@pytest.fixture(scope="module")
+def memory_base():
+    torch.zeros(1, device=DEV)
+    gc.collect()
+    return torch.ttnn.memory_allocated()
+
+
+def _bert_large_on_device(weight_dtype, memory_base, restore):
+    ttnn_eager.configure(weight_dtype=weight_dtype)
+    torch.manual_seed(0)
+    cpu = transformers.BertModel(bert.bert_large_config()).eval()
+    n_params = sum(p.numel() for p in cpu.parameters())
+    import copy
+    dev = copy.deepcopy(cpu).to(DEV)
+    used = torch.ttnn.memory_allocated() - memory_base
+    return cpu, dev, n_params, used
+
+
+def test_bert_large_memory_and_steady_state_forward(memory_base, restore_config):
+    cpu, dev, n_params, used = _bert_large_on_device("bfloat16", memory_base, restore_config)
+    assert abs(used - 2 * n_params) <= 0.10 * 2 * n_params, (used, n_params)
+
+    ids, mask = bert.make_inputs(2, 100, cpu.config.vocab_size, padded=20)
+    d_ids, d_mask = ids.to(DEV), mask.to(DEV)
+    with torch.no_grad():
+        dev(input_ids=d_ids, attention_mask=d_mask)  # first forward: prepares the embedding tables once
+    gc.collect()
+    after_first = torch.ttnn.memory_allocated() - memory_base
+    assert after_first <= used * 1.01  # weights were converted in place: no second copy kept
+
+    ttnn_eager.reset_stats()
+    with torch.no_grad():
+        out = dev(input_ids=d_ids, attention_mask=d_mask)
+    stats = ttnn_eager.stats()
+    syncs = counters.aten_by_op[torch.ops.aten._local_scalar_dense.default]  # asked for by transformers
+    assert stats["layout_conversions"] == 0, stats
+    assert stats["host_to_device"] == 0, stats  # the inputs were uploaded before the forward
+    assert stats["device_to_host"] == syncs <= 1, stats
+    ttnn_eager.reset_stats()
+    hidden = out.last_hidden_state.cpu()
+    assert ttnn_eager.stats()["device_to_host"] == 1 and ttnn_eager.stats()["layout_conversions"] == 0
+    with torch.no_grad():
+        ref = cpu(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert pcc(hidden[mask.bool()], ref[mask.bool()]) >= 0.999
+
+
+def test_bert_large_bfloat8_b_weights(memory_base, restore_config):
+    _, dev16, n_params, used16 = _bert_large_on_device("bfloat16", memory_base, restore_config)
+    del dev16
+    gc.collect()
+    cpu, dev, _, used8 = _bert_large_on_device("bfloat8_b", memory_base, restore_config)
+    assert used8 <= 0.60 * used16, (used8, used16)
+    weight = dev.encoder.layer[0].attention.self.query.weight
+    assert weight._handle.tt_dtype == ttnn_eager.device_api.BFLOAT8_B
+    ids, mask = bert.make_inputs(2, 100, cpu.config.vocab_size, padded=20)
+    with torch.no_grad(), ttnn_eager.strict():
+        out = dev(input_ids=ids.to(DEV), attention_mask=mask.to(DEV))
+        ref = cpu(input_ids=ids, attention_mask=mask)
+    valid = mask.bool()
+    assert pcc(out.last_hidden_state.cpu()[valid], ref.last_hidden_state[valid]) >= 0.99
+    assert pcc(out.pooler_output.cpu(), ref.pooler_output) >= 0.99
+
+
+def test_integers_are_stored_by_sign():
+    api = ttnn_eager.device_api
+    assert torch.tensor([0, 5, 7]).to(DEV)._handle.tt_dtype == api.UINT32
+    assert torch.tensor([-1, 5]).to(DEV)._handle.tt_dtype == api.INT32
+    u = torch.tensor([1, 2, 3]).to(DEV)
+    assert torch.equal((u - 5).cpu(), torch.tensor([-4, -3, -2]))  # no uint32 wrap-around
+    assert torch.equal((-u).cpu(), torch.tensor([-1, -2, -3]))
+    assert torch.equal((u > -1).cpu(), torch.tensor([True, True, True]))
+
+
+def test_layouts_doc_is_current():
+    text = docs.layouts_md(layout_probe.measure())
+    assert text == open(f"{docs.DOCS}/layouts.md").read(), "docs/layouts.md is stale: run `ttnn-eager docs`"
+    assert "| `ttnn.matmul` | rejects |" in text and "| `ttnn.add` | accepts |" in text
