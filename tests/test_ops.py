@@ -106,6 +106,13 @@ CASES = {
                       [(bf(2, H),), (bf(3, 5),)]),
     "cumsum": (lambda x: torch.cumsum(x, 1), [(ints(2, S, hi=2),), (ints(3, 7, hi=5),)]),
     "to_dtype": (lambda x: torch.stack([x.to(torch.int32).float(), x.to(torch.bool).float()]), [(bf(2, S, scale=4),)]),
+    "split_unbind": (lambda x: torch.cat(list(x.split(3, 1)), 1) + torch.stack(x.unbind(0), 0)
+                     + torch.cat(list(x.split([1, 2, 4], 1)), 1), [(bf(2, 7),)]),
+    "clamp_min_max": (lambda x: torch.stack([x.clamp_min(0.1), x.clamp_max(-0.2)]), [(bf(2, S),)]),
+    "vector_norm": (lambda x: torch.cat([torch.linalg.vector_norm(x, dim=-1), torch.linalg.vector_norm(x, 1, dim=-1),
+                                         torch.linalg.vector_norm(x, float("inf"), dim=-1), torch.linalg.vector_norm(x).reshape(1)]),
+                    [(bf(3, 384),), (bf(5, 7),)]),
+    "normalize": (lambda x: F.normalize(x, dim=-1), [(bf(8, 384),)]),
     # overloads that Python-level calls rarely reach, called by name
     "scalar_overloads": (lambda a: torch.stack([aten.add.Scalar(a, 2), aten.sub.Scalar(a, 1.5), aten.div.Scalar(a, 4),
                                                 aten.rsub.Tensor(a, a * 2)]),

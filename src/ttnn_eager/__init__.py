@@ -15,7 +15,7 @@ _register()
 from .config import configure, strict  # noqa: E402
 from .counters import reset_stats, stats  # noqa: E402
 
-__all__ = ["configure", "strict", "stats", "reset_stats", "FallbackError", "TtnnTensor", "record_ops"]
+__all__ = ["configure", "strict", "stats", "reset_stats", "FallbackError", "TtnnTensor", "record_ops", "report"]
 __version__ = "0.1.0"
 
 
@@ -26,6 +26,9 @@ def __getattr__(name):  # heavier pieces load on first use (they import ttnn)
     if name == "TtnnTensor":
         from .tensor import TtnnTensor
         return TtnnTensor
+    if name == "report":
+        from .report import report
+        return report
     if name == "record_ops":
         from .inventory import record_ops
         return record_ops

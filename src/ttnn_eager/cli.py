@@ -4,7 +4,9 @@
                     [--weight-dtype bfloat16|bfloat8_b] [--json]
     ttnn-eager ops  [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
-    ttnn-eager docs [--check]        regenerate docs/ops.md and docs/bert.md (or check they are current)
+    ttnn-eager report [--model NAME_OR_PATH] [--task base|masked-lm|sequence-classification|question-answering]
+                    [--batch B] [--seq S] [--json] [--png PATH]
+    ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or check them)
 """
 from __future__ import annotations
 
@@ -78,6 +80,51 @@ def cmd_ops(args) -> int:
     return 0
 
 
+TASKS = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM",
+         "sequence-classification": "AutoModelForSequenceClassification",
+         "question-answering": "AutoModelForQuestionAnswering"}
+
+
+def load_for_task(name_or_path, task: str, attn: str):
+    """A model for `task` from a path or the local cache; with none given, bert-large's config with seeded
+    random weights."""
+    import torch
+    import transformers
+    from ttnn_eager import bert
+    auto = getattr(transformers, TASKS[task])
+    if name_or_path:
+        model = auto.from_pretrained(name_or_path, local_files_only=True, attn_implementation=attn)
+        return model.eval(), name_or_path
+    torch.manual_seed(0)
+    return auto.from_config(bert.bert_large_config(attn)).eval(), \
+        "bert-large-uncased config with seeded random weights"
+
+
+def cmd_report(args) -> int:
+    import torch
+    import ttnn_eager
+    from ttnn_eager import bert
+
+    model, source = load_for_task(args.model, args.task, args.attn)
+    model.to("ttnn:0")
+    ids, mask = bert.make_inputs(args.batch, args.seq, model.config.vocab_size)
+    inputs = {"input_ids": ids.to("ttnn:0"), "attention_mask": mask.to("ttnn:0")}
+    with torch.no_grad():
+        model(**inputs)  # first forward builds the device programs: not what the report is about
+        rep = ttnn_eager.report(model, **inputs)
+    if args.png:
+        rep.save_png(args.png, title=f"{source} ({args.task}): backend host time by op family")
+    if args.json:
+        print(json.dumps({"model": source, "task": args.task, "batch": args.batch, "seq": args.seq,
+                          **rep.as_dict(), "time_by_family": rep.by_family(), "png": args.png}, indent=1))
+        return 0
+    print(f"# ttnn_eager report: {source}, task {args.task}, batch {args.batch}, seq {args.seq}\n")
+    print(rep.markdown())
+    if args.png:
+        print(f"chart: {args.png}")
+    return 0
+
+
 def cmd_docs(args) -> int:
     from ttnn_eager import docs
     stale = docs.write_all(check=args.check)
@@ -101,6 +148,13 @@ def main(argv=None) -> int:
     p.add_argument("--mask", choices=("ones", "padded"), default="ones")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("report", help="coverage report: per aten op, the TT-NN ops, fallbacks, time share")
+    _model_args(p)
+    p.add_argument("--task", choices=sorted(TASKS), default="base")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--png", default="ttnn_eager_report.png", help="bar chart of time by op family "
+                   "(default: ttnn_eager_report.png; '' for none)")
+    p.set_defaults(fn=cmd_report)
     p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
     p.set_defaults(fn=cmd_docs)

@@ -19,6 +19,7 @@ counts: dict[str, int] = dict.fromkeys(KEYS, 0)
 aten_by_op: collections.Counter = collections.Counter()
 ttnn_by_op: collections.Counter = collections.Counter()
 fallback_by_op: collections.Counter = collections.Counter()
+profile = None  # the active report.Report, if any (it times dispatch and attributes ttnn ops)
 
 
 def stats() -> dict:

@@ -151,6 +151,12 @@ def _finish(func, result, args, kwargs):
 
 # ----------------------------------------------------------------------------------------------- entry
 def dispatch(func, args, kwargs):
+    if counters.profile is not None:
+        return counters.profile.run(func, _dispatch, args, kwargs)
+    return _dispatch(func, args, kwargs)
+
+
+def _dispatch(func, args, kwargs):
     entry = REGISTRY.get(func)
     if entry is None:
         if _is_cia(func):

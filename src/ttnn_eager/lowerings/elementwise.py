@@ -141,6 +141,16 @@ def clamp(x, min=None, max=None):
                    max=_scalar(max) if max is not None else None)
 
 
+@lowering(aten.clamp_min.default, ttnn=["clamp"], needs=TILE)
+def clamp_min(x, min):
+    return clamp(x, min=min)
+
+
+@lowering(aten.clamp_max.default, ttnn=["clamp"], needs=TILE)
+def clamp_max(x, max):
+    return clamp(x, max=max)
+
+
 # ----------------------------------------------------------------------------------------------- comparisons
 def _compare(name: str, ttnn_op: str, *ops):
     @lowering(*ops, ttnn=[ttnn_op], needs=PROMOTE, notes="bool result stored as bfloat16 0/1")

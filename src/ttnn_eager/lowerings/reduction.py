@@ -1,11 +1,13 @@
 """Reductions: all/any (mask checks), sum, mean, amax, cumsum."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import device_api as api
 from ..layout import TILE, TILE_FLOAT
-from ..registry import lowering
+from ..registry import Unfit, lowering
 from ._common import dim
 from .views import reshape
 
@@ -67,3 +69,16 @@ def amin(x, d=(), keepdim=False):
 @lowering(aten.cumsum.default, ttnn=["cumsum"], needs=TILE)
 def cumsum(x, d, *, dtype=None):
     return api.run("cumsum", x, dim(d, len(x.shape)), out_dtype=dtype or x.dtype)
+
+
+@lowering(aten.linalg_vector_norm.default, ttnn=["abs", "multiply", "sum", "sqrt", "max"], needs=TILE_FLOAT,
+          notes="ord 2, 1 and inf; other orders run on the CPU fallback")
+def vector_norm(x, ord=2, d=None, keepdim=False, *, dtype=None):
+    if ord == 2:
+        squares = api.run("multiply", x, x)
+        return api.run("sqrt", _reduce("sum", squares, d, keepdim))
+    if ord == 1:
+        return _reduce("sum", api.run("abs", x), d, keepdim)
+    if ord == math.inf:
+        return _reduce("max", api.run("abs", x), d, keepdim)
+    raise Unfit(f"ord={ord}")

@@ -195,3 +195,25 @@ def cat(tensors, d=0):
 def stack(tensors, d=0):
     d = dim(d, len(tensors[0].shape) + 1)
     return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+@lowering(aten.split_with_sizes.default, ttnn=["slice"], needs=ANY)
+def split_with_sizes(x, sizes, d=0):
+    d = dim(d, len(x.shape))
+    if sum(sizes) != x.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} "
+                           f"(input tensor's size at dimension {d}), but got split_sizes={list(sizes)}")
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [slice_handle(x, d, s, s + n) for s, n in zip(starts, sizes)]
+
+
+@lowering(aten.split.Tensor, ttnn=["slice"], needs=ANY)
+def split(x, split_size, d=0):
+    size = x.shape[dim(d, len(x.shape))]
+    sizes = [min(split_size, size - s) for s in range(0, size, split_size)] or [0]
+    return split_with_sizes(x, sizes, d)
+
+
+@lowering(aten.unbind.int, ttnn=["slice", "reshape"], needs=ANY)
+def unbind(x, d=0):
+    return [select(x, d, i) for i in range(x.shape[dim(d, len(x.shape))])]
