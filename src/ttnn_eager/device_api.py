@@ -57,12 +57,15 @@ class Handle:
     dtype   the torch dtype PyTorch sees (float32 may be stored as bfloat16: see layout.py)
     shape   the torch shape PyTorch sees
     index   the device index (`ttnn:<index>`)
+    bounds  (min, max) of an integer tensor's values when known without reading the device (uploads and
+            views of them), else None: lets the embedding check token ids with no device-to-host sync
     """
 
-    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "__weakref__")
+    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "__weakref__")
 
-    def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int):
+    def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
         self.tt, self.shadow, self.dtype, self.shape, self.index = tt, shadow, dtype, torch.Size(shape), index
+        self.bounds = bounds  # (min, max) of an integer tensor's values when known from the host, else None
 
     @property
     def layout(self):
@@ -261,6 +264,31 @@ REFERENCES = {
 }
 
 
+# ----------------------------------------------------------------------------------------------- errors
+class _OutOfMemoryGuard:
+    """ttnn's allocator failure -> torch.OutOfMemoryError naming the device, the sizes and what to do.
+    ttnn raises before allocating, so every tensor that existed before is intact."""
+
+    def __init__(self, index: int, what: str):
+        self.index, self.what = index, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if kind is None or not issubclass(kind, RuntimeError) or "Out of Memory" not in str(err):
+            return False
+        import re
+        asked = re.search(r"allocate (\d+) B", str(err))
+        mib = 2.0 ** 20
+        asked = f"{int(asked.group(1)) / mib:,.0f} MiB" if asked else "a buffer"
+        raise torch.OutOfMemoryError(
+            f"ttnn:{self.index} ({device_name(self.index)}) is out of memory: tried to allocate {asked} for "
+            f"{self.what}; {memory_allocated(self.index) / mib:,.0f} MiB of {memory_capacity(self.index) / mib:,.0f}"
+            f" MiB DRAM are allocated. Free tensors you no longer need (del), or use a smaller batch or "
+            f"sequence length.") from err
+
+
 # ----------------------------------------------------------------------------------------------- the verbs
 def _count(op: str) -> None:
     counters.counts["ttnn_ops"] += 1
@@ -270,7 +298,8 @@ def _count(op: str) -> None:
 
 
 
-def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype | None = None) -> Handle:
+def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype | None = None,
+           bounds=None) -> Handle:
     """Host -> device. `value` is converted to `tt_dtype` by ttnn on the host, then moved."""
     dev = device(index)
     src = value.detach()
@@ -278,10 +307,11 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
         src = src.to(torch.bfloat16)
     elif src.dtype == torch.int64:
         src = src.to(torch.int32)
-    tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
+    with _OutOfMemoryGuard(index, f"a {tuple(value.shape)} tensor from the host"):
+        tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
     shadow = _round(src, tt_dtype) if MOCK else None
-    return Handle(tt, shadow, dtype or value.dtype, value.shape, index)
+    return Handle(tt, shadow, dtype or value.dtype, value.shape, index, bounds)
 
 
 def download(h: Handle) -> torch.Tensor:
@@ -299,25 +329,30 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
 
     The results' torch dtype is `out_dtype`, else that of the first Handle argument.
     """
-    out = _resolve(op)(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
-    _count(op)
     first = _first_handle(args) or _first_handle(kwargs.values())
+    with _OutOfMemoryGuard(first.index, f"the result of ttnn.{op}"):
+        out = _resolve(op)(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    _count(op)
     dtype = out_dtype or first.dtype
     outs = out if isinstance(out, (list, tuple)) else (out,)
-    shadows = [None] * len(outs)
-    if MOCK:
-        gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
-        ref = _reference(op)(*_golden_input(args), **gkwargs)
-        refs = ref if isinstance(ref, (list, tuple)) else (ref,)
-        shadows = [_round(r.reshape(tuple(o.shape)), o.dtype) for r, o in zip(refs, outs)]
+    shadows = shadow(op, args, kwargs, outs) if MOCK else [None] * len(outs)
     handles = [Handle(o, s, dtype, tuple(o.shape), first.index) for o, s in zip(outs, shadows)]
     return handles if isinstance(out, (list, tuple)) else handles[0]
+
+
+def shadow(op: str, args, kwargs, outs) -> list:
+    """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows."""
+    gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
+    ref = _reference(op)(*_golden_input(args), **gkwargs)
+    refs = ref if isinstance(ref, (list, tuple)) else (ref,)
+    return [_round(r.reshape(tuple(o.shape)), o.dtype) for r, o in zip(refs, outs)]
 
 
 def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
     """A factory op on the device (`full`, `zeros`, `arange`, ...): `ttnn.<op>(*args, dtype, layout, device,
     **kwargs)`, no transfer."""
-    out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
+    with _OutOfMemoryGuard(index, f"ttnn.{op} of shape {args[0] if args else ()}"):
+        out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
     _count(op)
     shadow = None
     if MOCK:

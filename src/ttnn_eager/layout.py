@@ -105,15 +105,13 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
 
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
-    nonnegative = False
-    if value.dtype in _INT:
-        nonnegative = _int_range(value)[0] >= 0
-    tt_dtype, layout = storage_for(value.dtype, nonnegative)
+    bounds = _int_range(value) if value.dtype in _INT else None
+    tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
     if value.numel() == 0:
         layout = api.ROW_MAJOR
-    return api.upload(value, tt_dtype, layout, index)
+    return api.upload(value, tt_dtype, layout, index, bounds=bounds)
 
 
 def materialize(h: api.Handle) -> api.Handle:
@@ -141,7 +139,9 @@ def _typecast(h: api.Handle, tt_dtype) -> api.Handle:
     if tt_dtype == api.BFLOAT8_B:
         _relayout(h, api.TILE)
     counters.counts["layout_conversions"] += 1
-    return api.run("typecast", h, tt_dtype)
+    out = api.run("typecast", h, tt_dtype)
+    out.bounds = h.bounds  # the values, where representable, are unchanged (negative ones are checked by users)
+    return out
 
 
 def is_float(tt_dtype) -> bool:

@@ -36,6 +36,8 @@ def _fit(out_dtype: torch.dtype, op: str, *operands):
 def binary(op: str, a, b, out_dtype: torch.dtype):
     """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
     computed in floating point, as PyTorch promotes it)."""
+    if is_handle(a) and is_handle(b):
+        torch.broadcast_shapes(a.shape, b.shape)  # PyTorch's error for shapes that do not broadcast
     a, b = _fit(out_dtype, op, a, b)
     kwargs = {"dtype": api.BFLOAT16} if out_dtype == torch.bool else {}  # every device bool is bf16 0/1
     if is_handle(a) and is_handle(b):

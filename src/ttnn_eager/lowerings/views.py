@@ -23,7 +23,13 @@ aten = torch.ops.aten
 
 def share(x: api.Handle) -> api.Handle:
     """A new handle on the same device tensor (copy-on-write: in-place ops replace, never modify)."""
-    return api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index)
+    return api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index, x.bounds)
+
+
+def same_values(out: api.Handle, x: api.Handle) -> api.Handle:
+    """`out` holds (a rearrangement of) x's values: it keeps x's known value bounds."""
+    out.bounds = x.bounds
+    return out
 
 
 def reshape(x: api.Handle, shape) -> api.Handle:
@@ -36,7 +42,7 @@ def reshape(x: api.Handle, shape) -> api.Handle:
         return _without_data(x, shape)
     out = api.run("reshape", x, tuple(shape) or (1,))
     out.shape = torch.Size(shape)
-    return out
+    return same_values(out, x)
 
 
 def _without_data(x: api.Handle, shape) -> api.Handle:
@@ -93,7 +99,7 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
     shape = [x.shape[d] for d in dims]
     if x.shape.numel() == 0 or x.tt is None:
         return _without_data(x, shape)
-    return api.run("permute", x, dims)
+    return same_values(api.run("permute", x, dims), x)
 
 
 @lowering(aten.permute.default, ttnn=["permute"], needs=ANY)
@@ -134,7 +140,7 @@ def expand(x: api.Handle, size) -> api.Handle:
             raise RuntimeError(f"The expanded size of the tensor ({s_out}) must match the existing size ({s_in})")
     if src.shape.numel() == 0 or src.tt is None:
         return _without_data(src, size)
-    return api.run("expand", src, tuple(size))
+    return same_values(api.run("expand", src, tuple(size)), x)
 
 
 @lowering(aten.expand.default, ttnn=["expand"], needs=ANY, notes="materialized (TT-NN has no stride-0 views)")
@@ -160,7 +166,7 @@ def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle
         return _without_data(x, shape)
     begins, ends, steps = [0] * n, list(x.shape), [1] * n
     begins[d], ends[d], steps[d] = start, end, step
-    return api.run("slice", x, begins, ends, steps)
+    return same_values(api.run("slice", x, begins, ends, steps), x)
 
 
 @lowering(aten.slice.Tensor, ttnn=["slice"], needs=ANY)

@@ -1,0 +1,277 @@
+"""ttnn_eager benchmark: host overhead per aten op, TT-NN ops per BERT-large encoder layer, conversions and
+transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384.
+
+    .venv/bin/python benchmarks/bench.py [--forwards 5] [--json out.json] [--quick]
+
+Everything is measured in one run, side by side. On a mock device the counts are exact and host time is
+host time; the time inside ttnn calls and in shadow execution (the mock's CPU stand-in for the device) is
+measured separately and excluded from "host overhead". Medians over several forwards after a warm-up.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TTNN_EAGER_DEVICE", "mock-wormhole")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+import ttnn_eager  # noqa: E402
+from ttnn_eager import bert, counters, device_api, dispatch  # noqa: E402
+
+# The hand-written TT-NN BERT-large: tenstorrent/tt-metal models/demos/bert/tt/ttnn_optimized_bert.py
+# (commit 120b164d). Per encoder layer: linear (fused QKV), split_query_key_value_and_split_heads, matmul,
+# attention_softmax_, matmul, concatenate_heads, linear, add, layer_norm, linear (+gelu), linear,
+# layer_norm (residual fused) = 12 TT-NN ops (plus one ttnn.reallocate, a memory move).
+HAND_WRITTEN_OPS_PER_LAYER = 12
+DEV = "ttnn:0"
+
+
+class HostTimer:
+    """Times the backend from inside: top-level dispatch time, and within it the time spent in ttnn calls
+    and in shadow execution (golden functions, rounding), which are not host overhead of ours."""
+
+    def __init__(self):
+        self.dispatch = self.ttnn = self.shadow = 0.0
+        self.depth = 0
+        self.aten = 0
+
+    def install(self):
+        self._orig = (dispatch.dispatch, device_api._resolve, device_api.shadow, device_api._round,
+                      device_api.ttnn.from_torch, device_api.ttnn.to_torch)
+        orig_dispatch, orig_resolve, orig_shadow, orig_round, from_torch, to_torch = self._orig
+        timer = self
+
+        def timed_dispatch(func, args, kwargs):
+            if timer.depth:
+                return orig_dispatch(func, args, kwargs)
+            timer.depth += 1
+            start = time.perf_counter()
+            try:
+                return orig_dispatch(func, args, kwargs)
+            finally:
+                timer.dispatch += time.perf_counter() - start
+                timer.depth -= 1
+
+        active = set()
+
+        def wrap(fn, field):
+            def timed(*a, **k):
+                if field in active:  # nested (shadow -> _round): counted once, by the outer call
+                    return fn(*a, **k)
+                active.add(field)
+                start = time.perf_counter()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    active.discard(field)
+                    setattr(timer, field, getattr(timer, field) + time.perf_counter() - start)
+            return timed
+
+        resolved = {}
+        dispatch.dispatch = timed_dispatch
+        device_api._resolve = lambda op: resolved.get(op) or resolved.setdefault(op, wrap(orig_resolve(op), "ttnn"))
+        device_api.shadow = wrap(orig_shadow, "shadow")
+        device_api._round = wrap(orig_round, "shadow")  # uploads round their shadow too
+        device_api.ttnn.from_torch = wrap(from_torch, "ttnn")
+        device_api.ttnn.to_torch = wrap(to_torch, "ttnn")
+        return self
+
+    def uninstall(self):
+        (dispatch.dispatch, device_api._resolve, device_api.shadow, device_api._round,
+         device_api.ttnn.from_torch, device_api.ttnn.to_torch) = self._orig
+
+    def reset(self):
+        self.dispatch = self.ttnn = self.shadow = 0.0
+
+    @property
+    def overhead(self):
+        return self.dispatch - self.ttnn - self.shadow
+
+
+def bert_forward(model, ids, mask):
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask)
+    return out
+
+
+def host_overhead(model, ids, mask, forwards: int) -> dict:
+    d_ids, d_mask = ids.to(DEV), mask.to(DEV)
+    bert_forward(model, d_ids, d_mask)  # warm-up: programs built
+    timer = HostTimer().install()
+    per_op, totals = [], []
+    try:
+        for _ in range(forwards):
+            timer.reset()
+            ttnn_eager.reset_stats()
+            start = time.perf_counter()
+            bert_forward(model, d_ids, d_mask)
+            totals.append(time.perf_counter() - start)
+            n = ttnn_eager.stats()["aten_ops"]
+            per_op.append(timer.overhead / n)
+            last = dict(dispatch=timer.dispatch, ttnn=timer.ttnn, shadow=timer.shadow, aten=n)
+    finally:
+        timer.uninstall()
+    return {"host_overhead_us_per_aten_op": 1e6 * statistics.median(per_op),
+            "host_overhead_us_samples": [round(1e6 * x, 2) for x in per_op],
+            "forward_seconds_median": statistics.median(totals),
+            "last_forward_breakdown_s": last}
+
+
+def cpu_dispatch_per_op(cfg, seq: int, forwards: int) -> dict:
+    """Plain PyTorch on the CPU running the same op sequence (same depth, tiny sizes)."""
+    tiny = copy.deepcopy(cfg)
+    tiny.hidden_size, tiny.num_attention_heads, tiny.intermediate_size = 32, 2, 64
+    model = transformers.BertModel(tiny).eval()
+    ids, mask = bert.make_inputs(1, seq, tiny.vocab_size)
+
+    class Count(torch.utils._python_dispatch.TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        bert_forward(model, ids, mask)
+    bert_forward(model, ids, mask)
+    times = []
+    for _ in range(forwards):
+        start = time.perf_counter()
+        bert_forward(model, ids, mask)
+        times.append(time.perf_counter() - start)
+    return {"cpu_aten_ops": Count.n, "cpu_us_per_aten_op": 1e6 * statistics.median(times) / Count.n}
+
+
+def ops_per_layer(attn: str, seq: int) -> dict:
+    counts = {}
+    for layers in (2, 4):
+        torch.manual_seed(0)
+        model = transformers.BertModel(bert.bert_large_config(attn, num_hidden_layers=layers)).eval().to(DEV)
+        ids, mask = bert.make_inputs(1, seq, model.config.vocab_size)
+        d_ids, d_mask = ids.to(DEV), mask.to(DEV)
+        bert_forward(model, d_ids, d_mask)
+        with ttnn_eager.record_ops() as rec:
+            bert_forward(model, d_ids, d_mask)
+        counts[layers] = rec
+    per_layer = {op: (counts[4].ttnn[op] - counts[2].ttnn[op]) / 2 for op in counts[4].ttnn}
+    per_layer = {op: n for op, n in per_layer.items() if n}
+    total = sum(per_layer.values())
+    return {"ttnn_ops_per_layer": total, "by_op": per_layer,
+            "hand_written_ttnn_bert_ops_per_layer": HAND_WRITTEN_OPS_PER_LAYER,
+            "ratio": total / HAND_WRITTEN_OPS_PER_LAYER}
+
+
+def second_forward(model, ids, mask) -> dict:
+    d_ids, d_mask = ids.to(DEV), mask.to(DEV)
+    bert_forward(model, d_ids, d_mask)
+    entries = device_api.program_cache_entries(0)
+    ttnn_eager.reset_stats()
+    out = bert_forward(model, d_ids, d_mask)
+    in_forward = ttnn_eager.stats()
+    syncs = counters.aten_by_op[torch.ops.aten._local_scalar_dense.default]
+    new_programs = device_api.program_cache_entries(0) - entries
+    ttnn_eager.reset_stats()
+    out.last_hidden_state.cpu(), out.pooler_output.cpu()
+    outputs = ttnn_eager.stats()["device_to_host"]
+    return {"layout_conversions": in_forward["layout_conversions"],
+            "host_to_device_in_forward": in_forward["host_to_device"],
+            "device_to_host_in_forward": in_forward["device_to_host"], "syncs_asked_by_model_code": syncs,
+            "device_to_host_outputs": outputs, "ttnn_ops": in_forward["ttnn_ops"],
+            "new_programs_on_second_forward": new_programs,
+            "program_cache_hit_rate": 1 - new_programs / max(1, in_forward["ttnn_ops"])}
+
+
+def peak_memory(batch: int, seq: int) -> dict:
+    torch.manual_seed(0)
+    model = transformers.BertModel(bert.bert_large_config()).eval().to(DEV)
+    ids, mask = bert.make_inputs(batch, seq, model.config.vocab_size)
+    d_ids, d_mask = ids.to(DEV), mask.to(DEV)
+    weights = device_api.memory_allocated(0)
+    peak = [weights]
+    orig = device_api._count
+
+    def sampled(op):
+        orig(op)
+        peak[0] = max(peak[0], device_api.memory_allocated(0))
+    device_api._count = sampled
+    try:
+        out = bert_forward(model, d_ids, d_mask)
+    finally:
+        device_api._count = orig
+    del out
+    return {"batch": batch, "seq": seq, "peak_device_bytes": peak[0], "after_model_to_bytes": weights,
+            "peak_activations_bytes": peak[0] - weights}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--forwards", type=int, default=5)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--quick", action="store_true", help="skip the batch 8 x seq 384 peak-memory forward")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON (- for stdout only)")
+    args = p.parse_args(argv)
+
+    torch.manual_seed(0)
+    model = transformers.BertModel(bert.bert_large_config()).eval()
+    cfg = copy.deepcopy(model.config)
+    model.to(DEV)
+    ids, mask = bert.make_inputs(args.batch, args.seq, cfg.vocab_size)
+    results = {"device": torch.ttnn.get_device_name(), "model": "bert-large (seeded random weights)",
+               "batch": args.batch, "seq": args.seq}
+    results["host"] = host_overhead(model, ids, mask, args.forwards)
+    results["cpu_reference"] = cpu_dispatch_per_op(cfg, args.seq, args.forwards)
+    results["host"]["ratio_to_cpu_dispatch"] = (results["host"]["host_overhead_us_per_aten_op"]
+                                                / results["cpu_reference"]["cpu_us_per_aten_op"])
+    results["second_forward"] = second_forward(model, ids, mask)
+    del model
+    results["ops_per_layer"] = {attn: ops_per_layer(attn, args.seq) for attn in ("sdpa", "eager")}
+    if not args.quick:
+        results["peak_memory"] = peak_memory(8, 384)
+
+    h, c, s = results["host"], results["cpu_reference"], results["second_forward"]
+    rows = [
+        ("host overhead per aten op (median)", f"{h['host_overhead_us_per_aten_op']:.1f} us", "<= 10 us"),
+        ("plain PyTorch CPU dispatch per aten op", f"{c['cpu_us_per_aten_op']:.1f} us", "-"),
+        ("ratio ours / PyTorch CPU", f"{h['ratio_to_cpu_dispatch']:.1f}x", "-"),
+        ("bert-large forward wall time (mock, median)", f"{h['forward_seconds_median']:.3f} s", "-"),
+    ]
+    for attn, r in results["ops_per_layer"].items():
+        rows.append((f"TT-NN ops per encoder layer ({attn})", f"{r['ttnn_ops_per_layer']:g}",
+                     f"<= {2 * HAND_WRITTEN_OPS_PER_LAYER} (2x hand-written {HAND_WRITTEN_OPS_PER_LAYER}), "
+                     f"ratio {r['ratio']:.2f}"))
+    rows += [
+        ("layout conversions in 2nd forward", str(s["layout_conversions"]), "0"),
+        ("host->device in 2nd forward", str(s["host_to_device_in_forward"]), "0 (inputs uploaded before)"),
+        ("device->host in 2nd forward", str(s["device_to_host_in_forward"]),
+         f"= syncs the model asks for ({s['syncs_asked_by_model_code']})"),
+        ("program-cache hit rate, 2nd forward", f"{100 * s['program_cache_hit_rate']:.1f}%", "100%"),
+    ]
+    if "peak_memory" in results:
+        m = results["peak_memory"]
+        rows.append(("peak device memory, batch 8 seq 384", f"{m['peak_device_bytes'] / 2**20:.0f} MiB "
+                     f"(weights {m['after_model_to_bytes'] / 2**20:.0f} MiB)", "-"))
+    width = max(len(r[0]) for r in rows)
+    print(f"ttnn_eager benchmark: {results['model']}, batch {args.batch}, seq {args.seq}, {results['device']}")
+    print(f"{'measure':<{width}}  {'value':<28}  target")
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:<28}  {target}")
+    if args.json:
+        text = json.dumps(results, indent=1, default=str)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
