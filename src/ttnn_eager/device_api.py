@@ -59,13 +59,16 @@ class Handle:
     index   the device index (`ttnn:<index>`)
     bounds  (min, max) of an integer tensor's values when known without reading the device (uploads and
             views of them), else None: lets the embedding check token ids with no device-to-host sync
+    version, source   view bookkeeping (see dispatch.refresh)
     """
 
-    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "__weakref__")
+    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "__weakref__")
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
         self.tt, self.shadow, self.dtype, self.shape, self.index = tt, shadow, dtype, torch.Size(shape), index
         self.bounds = bounds  # (min, max) of an integer tensor's values when known from the host, else None
+        self.version = 0      # bumped by every in-place write
+        self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
 
     @property
     def layout(self):

@@ -48,8 +48,12 @@ def _aliases(func):
     for ri, ret in enumerate(func._schema.returns):
         if ret.alias_info is None:
             continue
+        target = ret.alias_info.before_set
         for ai, arg in enumerate(args):
-            if arg.alias_info is not None and arg.alias_info.before_set == ret.alias_info.before_set:
+            if arg.alias_info is None:
+                continue
+            # a list of views (split, unbind) names no set on the return; its input aliases into "*"
+            if arg.alias_info.before_set == target or (not target and "*" in arg.alias_info.after_set):
                 out.append((ri, arg.name if arg.kwarg_only else ai, arg.name, ret.alias_info.is_write))
                 break
     return tuple(out)
@@ -76,6 +80,8 @@ class _Call:
     def arg(self, a, need):
         if isinstance(a, TtnnTensor):
             h = a._handle
+            if h.source is not None:
+                refresh(h)
             if self.index is None:
                 self.index = h.index
             elif h.index != self.index:
@@ -106,15 +112,31 @@ def _wrap(x):
     return x
 
 
+def refresh(h: api.Handle) -> api.Handle:
+    """A view with its own device tensor (reshape, transpose, slice, ... of a base) is re-derived from its
+    base when the base was written in place since: the view sees the base's update, as in PyTorch."""
+    src = h.source
+    if src is None:
+        return h
+    base, version, fn, hargs, hkwargs, pos = src
+    refresh(base)
+    if base.version != version:
+        new = fn(*hargs, **hkwargs)
+        new = new[pos] if pos is not None else new
+        h.tt, h.shadow = new.tt, new.shadow
+        h.version += 1
+        h.source = (base, base.version, fn, hargs, hkwargs, pos)
+    return h
+
+
 def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
-    base = target._base
-    if isinstance(base, TtnnTensor) and base._handle is not target._handle:
+    dst = target._handle
+    if dst.source is not None:
         raise RuntimeError(
             "ttnn_eager: in-place write into a view whose shape differs from its base (e.g. x[0].add_(1) or "
             "x.view(-1).zero_()) is not supported yet: TT-NN tensors have no strides, so the base would not "
             "see the write. Write into the base, or clone() the view first.")
-    dst = target._handle
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() == dst.shape.numel() and h.tt is not None:
             h = api.run("reshape", layout.ensure(h, layout.ANY), tuple(dst.shape) or (1,))
@@ -122,7 +144,21 @@ def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
     h = layout.retag(h, dst.dtype)
     dst.tt, dst.shadow = h.tt, h.shadow
+    dst.version += 1
     return target
+
+
+def _track_views(func, entry, result, hargs, hkwargs):
+    """Remember how each view output with its own device tensor derives from its base (for refresh)."""
+    for ri, where, name, is_write in _aliases(func):
+        if is_write:
+            continue
+        base = hargs[where] if isinstance(where, int) and where < len(hargs) else hkwargs.get(name)
+        outs = result if isinstance(result, (list, tuple)) else [result]
+        for pos, out in enumerate(outs):
+            if isinstance(out, api.Handle) and out is not base and isinstance(base, api.Handle):
+                out.source = (base, base.version, entry.fn, hargs, hkwargs,
+                              pos if isinstance(result, (list, tuple)) else None)
 
 
 def _finish(func, result, args, kwargs):
@@ -189,6 +225,8 @@ def _dispatch(func, args, kwargs):
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs)
+    if entry.views:
+        _track_views(func, entry, result, hargs, hkwargs)
     return _finish(func, result, args, kwargs)
 
 
@@ -234,6 +272,7 @@ def _run_derived(func, functional, args, kwargs):
 
 # ----------------------------------------------------------------------------------------------- fallback
 _warned: set = set()
+_CROSS_DEVICE = {aten.copy_.default, aten._to_copy.default}
 
 
 def fallback(func, args, kwargs):
@@ -250,10 +289,12 @@ def fallback(func, args, kwargs):
                       f"(copies to and from the device). ttnn_eager.report() shows every such op.",
                       stacklevel=3)
     index = _device_index(args, kwargs)
+    call = _Call(func in _CROSS_DEVICE)
+    tree_map(lambda x: call.arg(x, None) if isinstance(x, torch.Tensor) else x, (args, kwargs))  # same device?
 
     def to_cpu(x):
         if isinstance(x, TtnnTensor):
-            return api.download(x._handle)
+            return api.download(refresh(x._handle))
         if isinstance(x, torch.device) and x.type == "ttnn":
             return torch.device("cpu")
         return x

@@ -32,6 +32,7 @@ class Lowering:
     mixed_devices: bool    # accepts CPU tensors beside ttnn ones (copies between devices)
     by_position: tuple = ()  # Need of each positional argument (None: not a tensor argument)
     by_name: dict = dataclasses.field(default_factory=dict)
+    views: bool = False      # the op returns views of an input (schema alias annotations, no write)
 
     def __post_init__(self):
         names = []
@@ -45,6 +46,7 @@ class Lowering:
                     need = self.needs.get(arg.name, self.needs.get("*", ANY))
             names.append((arg.name, need, arg.kwarg_only))
         self.by_position = tuple(n for _, n, kw in names if not kw)
+        self.views = any(r.alias_info is not None and not r.alias_info.is_write for r in self.op._schema.returns)
         self.by_name = {name: n for name, n, _ in names}
 
     def need_summary(self) -> str:

@@ -41,7 +41,8 @@ class TtnnTensor(torch.Tensor):
 
     def __repr__(self, *, tensor_contents=None):
         from . import device_api
-        value = device_api.download(self._handle)
+        from .dispatch import refresh
+        value = device_api.download(refresh(self._handle))
         contents = torch._tensor_str._tensor_str(value, len("tensor("))
         text = torch._tensor_str._str(self, tensor_contents=contents)
         prefix = f"{type(self).__name__}("

@@ -205,3 +205,15 @@ def copy_(dst, src, non_blocking=False):
 @lowering(aten._local_scalar_dense.default, ttnn=["to_torch"], notes="a device-to-host sync (.item())")
 def local_scalar_dense(x):
     return api.download(x).item()
+
+
+@lowering(aten.fill.Scalar, aten.fill.Tensor, ttnn=["full"], notes="fill_ runs this and writes the result")
+def fill(x, value):
+    if is_handle(value):  # a 0-d device tensor: its value, read once
+        value = api.download(value).item()
+    return full_handle(x.shape, value, x.dtype, x.index)
+
+
+@lowering(aten.zero.default, ttnn=["full"], notes="zero_ runs this and writes the result")
+def zero(x):
+    return full_handle(x.shape, 0, x.dtype, x.index)

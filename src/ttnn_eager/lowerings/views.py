@@ -64,10 +64,14 @@ def alias(x):
     return x
 
 
-@lowering(aten.clone.default, aten.contiguous.default, needs=ANY,
-          notes="shares the device tensor copy-on-write: no device op")
+@lowering(aten.clone.default, needs=ANY, notes="shares the device tensor copy-on-write: no device op")
 def clone(x, *, memory_format=None):
     return share(x)
+
+
+@lowering(aten.contiguous.default, needs=ANY, notes="device tensors are always contiguous: the tensor itself")
+def contiguous(x, *, memory_format=None):
+    return x
 
 
 @lowering(aten.unsqueeze.default, ttnn=["reshape"], needs=ANY)
