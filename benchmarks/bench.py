@@ -124,6 +124,41 @@ def host_overhead(model, ids, mask, forwards: int) -> dict:
             "last_forward_breakdown_s": last}
 
 
+MICRO_OPS = {
+    "add": lambda x, w: x + x, "mul_scalar": lambda x, w: x * 0.5, "view": lambda x, w: x.view(-1),
+    "transpose": lambda x, w: x.transpose(0, 1), "linear": lambda x, w: torch.nn.functional.linear(x, w),
+    "softmax": lambda x, w: torch.softmax(x, -1), "gelu": lambda x, w: torch.nn.functional.gelu(x),
+}
+
+
+def micro_ops(repeats: int = 300) -> dict:
+    """Per-op host overhead on tiny tensors, beside plain PyTorch CPU dispatch of the same op."""
+    x, w = torch.randn(32, 32), torch.randn(32, 32)
+    dx, dw = x.to(DEV), w.to(DEV)
+    rows = {}
+    timer = HostTimer().install()
+    try:
+        with torch.no_grad():
+            for name, fn in MICRO_OPS.items():
+                fn(dx, dw)  # warm-up: the program is built
+                samples = []
+                for _ in range(5):
+                    timer.reset()
+                    ttnn_eager.reset_stats()
+                    for _ in range(repeats):
+                        fn(dx, dw)
+                    samples.append(timer.overhead / ttnn_eager.stats()["aten_ops"])
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    fn(x, w)
+                cpu = (time.perf_counter() - start) / repeats
+                ours = statistics.median(samples)
+                rows[name] = {"host_overhead_us": 1e6 * ours, "cpu_us": 1e6 * cpu, "ratio": ours / cpu}
+    finally:
+        timer.uninstall()
+    return rows
+
+
 def cpu_dispatch_per_op(cfg, seq: int, forwards: int) -> dict:
     """Plain PyTorch on the CPU running the same op sequence (same depth, tiny sizes)."""
     tiny = copy.deepcopy(cfg)
@@ -230,6 +265,7 @@ def main(argv=None) -> int:
     results["cpu_reference"] = cpu_dispatch_per_op(cfg, args.seq, args.forwards)
     results["host"]["ratio_to_cpu_dispatch"] = (results["host"]["host_overhead_us_per_aten_op"]
                                                 / results["cpu_reference"]["cpu_us_per_aten_op"])
+    results["micro_ops"] = micro_ops()
     results["second_forward"] = second_forward(model, ids, mask)
     del model
     results["ops_per_layer"] = {attn: ops_per_layer(attn, args.seq) for attn in ("sdpa", "eager")}
@@ -243,6 +279,9 @@ def main(argv=None) -> int:
         ("ratio ours / PyTorch CPU", f"{h['ratio_to_cpu_dispatch']:.1f}x", "-"),
         ("bert-large forward wall time (mock, median)", f"{h['forward_seconds_median']:.3f} s", "-"),
     ]
+    for name, r in results["micro_ops"].items():
+        rows.append((f"  micro op {name}: host overhead / CPU dispatch", f"{r['host_overhead_us']:.1f} us / "
+                     f"{r['cpu_us']:.1f} us ({r['ratio']:.1f}x)", "<= 10 us"))
     for attn, r in results["ops_per_layer"].items():
         rows.append((f"TT-NN ops per encoder layer ({attn})", f"{r['ttnn_ops_per_layer']:g}",
                      f"<= {2 * HAND_WRITTEN_OPS_PER_LAYER} (2x hand-written {HAND_WRITTEN_OPS_PER_LAYER}), "

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import ttnn_eager
-from ttnn_eager.registry import REGISTRY
+from ttnn_eager.dispatch import REGISTRY  # importing dispatch registers every lowering
 
 from conftest import pcc
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import math
 
 import torch
 
@@ -44,6 +45,7 @@ _HOST_DTYPE = {
     ttnn.uint16: torch.int32, ttnn.uint8: torch.int32,
 }
 _BLOCK_FLOAT = (ttnn.bfloat8_b, ttnn.bfloat4_b)
+_ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32: 4, ttnn.bfloat8_b: 1.0625}
 # Keyword arguments that steer how the device computes, not what: never passed to a golden function.
 _DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
 
@@ -354,7 +356,14 @@ def shadow(op: str, args, kwargs, outs) -> list:
 def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
     """A factory op on the device (`full`, `zeros`, `arange`, ...): `ttnn.<op>(*args, dtype, layout, device,
     **kwargs)`, no transfer."""
-    with _OutOfMemoryGuard(index, f"ttnn.{op} of shape {args[0] if args else ()}"):
+    what = f"ttnn.{op} of shape {args[0] if args else ()}"
+    if op in ("full", "zeros", "ones") and args:
+        # ttnn builds a constant tensor on the host before moving it: refuse one that cannot fit up front
+        nbytes = math.prod(args[0]) * _ELEMENT_BYTES.get(tt_dtype, 4)
+        if nbytes > memory_capacity(index) - memory_allocated(index):
+            with _OutOfMemoryGuard(index, what):
+                raise RuntimeError(f"Out of Memory: cannot allocate {nbytes} B")
+    with _OutOfMemoryGuard(index, what):
         out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
     _count(op)
     shadow = None

@@ -178,8 +178,9 @@ def ensure_promoted(handles: list) -> list:
     """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32 (uint32 when
     all are uint32)."""
     handles = [ensure(h, TILE) for h in handles]
-    dtypes = {h.tt_dtype for h in handles}
-    if len(dtypes) > 1:
+    first = handles[0].tt_dtype
+    if any(h.tt_dtype != first for h in handles):
+        dtypes = [h.tt_dtype for h in handles]
         floats = [d for d in dtypes if is_float(d)]
         target = api.FLOAT32 if api.FLOAT32 in floats else (api.BFLOAT16 if floats else api.INT32)
         handles = [_typecast(h, target) for h in handles]

@@ -38,9 +38,25 @@ def _probe_of(x):
     return _probe(x.dtype, len(x.shape) == 0) if is_handle(x) else x
 
 
+def promote_scalar(dtype: torch.dtype, scalar) -> torch.dtype:
+    """The dtype of (a tensor of `dtype`) op (a Python scalar), by PyTorch's promotion."""
+    return torch.result_type(_probe(dtype, False), scalar)
+
+
 def result_dtype(a, b) -> torch.dtype:
     """PyTorch's type promotion of two operands (handles or Python scalars; at least one handle)."""
     return torch.result_type(_probe_of(a), _probe_of(b))
+
+
+def check_broadcast(a, b) -> None:
+    """PyTorch's error for shapes that do not broadcast (cheap: no work when the shapes are equal)."""
+    if a == b:
+        return
+    for i, (x, y) in enumerate(zip(reversed(a), reversed(b))):
+        if x != y and x != 1 and y != 1:
+            dim = max(len(a), len(b)) - 1 - i
+            raise RuntimeError(f"The size of tensor a ({a[len(a) - 1 - i]}) must match the size of tensor b "
+                               f"({b[len(b) - 1 - i]}) at non-singleton dimension {dim}")
 
 
 def contiguous_shape(shape, numel: int) -> tuple:

@@ -12,7 +12,7 @@ from .. import device_api as api
 from .. import layout as policy
 from ..layout import PROMOTE, SIGNED, TILE, TILE_FLOAT
 from ..registry import lowering
-from ._common import is_handle, result_dtype
+from ._common import check_broadcast, is_handle, promote_scalar, result_dtype
 
 aten = torch.ops.aten
 
@@ -37,7 +37,7 @@ def binary(op: str, a, b, out_dtype: torch.dtype):
     """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
     computed in floating point, as PyTorch promotes it)."""
     if is_handle(a) and is_handle(b):
-        torch.broadcast_shapes(a.shape, b.shape)  # PyTorch's error for shapes that do not broadcast
+        check_broadcast(a.shape, b.shape)
     a, b = _fit(out_dtype, op, a, b)
     kwargs = {"dtype": api.BFLOAT16} if out_dtype == torch.bool else {}  # every device bool is bf16 0/1
     if is_handle(a) and is_handle(b):
@@ -137,10 +137,16 @@ def pow_(x, exponent):
     return api.run("pow", x, _scalar(exponent))
 
 
-@lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE)
+@lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE,
+          notes="integers clamp in int32 (uint32 is refused by ttnn); float bounds make the result float")
 def clamp(x, min=None, max=None):
+    dtype = x.dtype
+    for bound in (min, max):
+        if bound is not None:
+            dtype = promote_scalar(dtype, bound)
+    x = policy.ensure(x, TILE_FLOAT) if dtype.is_floating_point else policy.signed(x)
     return api.run("clamp", x, min=_scalar(min) if min is not None else None,
-                   max=_scalar(max) if max is not None else None)
+                   max=_scalar(max) if max is not None else None, out_dtype=dtype)
 
 
 @lowering(aten.clamp_min.default, ttnn=["clamp"], needs=TILE)

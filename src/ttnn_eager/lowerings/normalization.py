@@ -6,6 +6,7 @@ import math
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
 from ..registry import lowering
 from ._common import dim
@@ -41,10 +42,11 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enab
 
 
 @lowering(aten.native_layer_norm.default, ttnn=["layer_norm", "mean", "subtract", "multiply", "rsqrt"],
-          needs=TILE_FLOAT, notes="mean and rstd (for autograd) computed by extra ops")
+          needs=TILE_FLOAT, notes="mean and rstd (for autograd) computed by extra ops, in float32")
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
     out = layer_norm(x, normalized_shape, weight, bias, eps)
     fx, _, _ = _flatten_norm_dims(x, None, None, normalized_shape)
+    fx = policy.to_float32(fx)  # the statistics in float32: a bfloat16 variance loses its small values
     mean = api.run("mean", fx, dim=-1, keepdim=True)
     centered = api.run("subtract", fx, mean)
     var = api.run("mean", api.run("multiply", centered, centered), dim=-1, keepdim=True)

@@ -124,6 +124,8 @@ def transpose(x, dim0, dim1):
 
 @lowering(aten.t.default, ttnn=["permute"], needs=ANY)
 def t(x):
+    if len(x.shape) > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {len(x.shape)}D")
     return transpose(x, 0, 1) if len(x.shape) == 2 else x
 
 
