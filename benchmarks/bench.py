@@ -72,6 +72,7 @@ class HostTimer:
                 finally:
                     active.discard(field)
                     setattr(timer, field, getattr(timer, field) + time.perf_counter() - start)
+            timed.golden_function = getattr(fn, "golden_function", None)  # ttnn.get_golden_function reads it
             return timed
 
         resolved = {}
