@@ -291,7 +291,7 @@ def main(argv=None) -> int:
         ("layout conversions in 2nd forward", str(s["layout_conversions"]), "0"),
         ("host->device in 2nd forward", str(s["host_to_device_in_forward"]), "0 (inputs uploaded before)"),
         ("device->host in 2nd forward", str(s["device_to_host_in_forward"]),
-         f"= syncs the model asks for ({s['syncs_asked_by_model_code']})"),
+         f"<= syncs the model asks for ({s['syncs_asked_by_model_code']} .item())"),
         ("program-cache hit rate, 2nd forward", f"{100 * s['program_cache_hit_rate']:.1f}%", "100%"),
     ]
     if "peak_memory" in results:

@@ -59,8 +59,9 @@ class Handle:
     dtype   the torch dtype PyTorch sees (float32 may be stored as bfloat16: see layout.py)
     shape   the torch shape PyTorch sees
     index   the device index (`ttnn:<index>`)
-    bounds  (min, max) of an integer tensor's values when known without reading the device (uploads and
-            views of them), else None: lets the embedding check token ids with no device-to-host sync
+    bounds  (min, max, exact) of an integer or bool tensor's values when known without reading the device
+            (uploads, constants, and views of them), else None; exact: min and max both occur (not only
+            a range). Lets the embedding check token ids, and `mask.all()` be answered, with no device read
     version, source   view bookkeeping (see dispatch.refresh)
     """
 
@@ -68,7 +69,7 @@ class Handle:
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
         self.tt, self.shadow, self.dtype, self.shape, self.index = tt, shadow, dtype, torch.Size(shape), index
-        self.bounds = bounds  # (min, max) of an integer tensor's values when known from the host, else None
+        self.bounds = bounds  # (min, max, exact) of integer/bool values when known from the host, else None
         self.version = 0      # bumped by every in-place write
         self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
 

@@ -91,7 +91,7 @@ def storage_for(dtype: torch.dtype, nonnegative: bool = False):
 def _int_range(value: torch.Tensor):
     if not value.numel():
         return 0, 0
-    lo, hi = int(value.min()), int(value.max())
+    lo, hi = int(value.min()), int(value.max())  # (bool tensors: 0/1)
     if lo < INT32_MIN or hi > INT32_MAX:
         raise RuntimeError(f"int64 values in [{lo}, {hi}] do not fit the device's int32 integers "
                            f"[{INT32_MIN}, {INT32_MAX}]; keep such tensors on the CPU or rescale them")
@@ -105,7 +105,9 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
 
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
-    bounds = _int_range(value) if value.dtype in _INT else None
+    bounds = None
+    if value.dtype in _INT or value.dtype == torch.bool:
+        bounds = (*_int_range(value), True) if value.numel() else None
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B

@@ -29,7 +29,10 @@ def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
     if dtype == torch.bool:
         value = float(bool(value))
-    return api.create("full", (shape,), tt_dtype, tt_layout, index, dtype, fill_value=value)
+    out = api.create("full", (shape,), tt_dtype, tt_layout, index, dtype, fill_value=value)
+    if not dtype.is_floating_point:
+        out.bounds = (int(value), int(value), True)  # a known constant
+    return out
 
 
 @lowering(aten.empty.memory_format, aten.empty_strided.default, aten.empty_permuted.default,
@@ -163,10 +166,26 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         return h
     policy.check_dtype(dtype)
     if dtype == torch.bool:
-        return api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
+        out = api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
+        out.bounds = _nonzero_bounds(h.bounds)
+        return out
     if h.dtype.is_floating_point and not dtype.is_floating_point:
         h = api.run("trunc", policy.ensure(h, TILE))
-    return policy.retag(h, dtype)
+    out = policy.retag(h, dtype)
+    out.bounds = h.bounds if not dtype.is_floating_point else None
+    return out
+
+
+def _nonzero_bounds(b):
+    """Known bounds of (x != 0) from x's known bounds."""
+    if b is None:
+        return None
+    lo, hi, exact = b
+    if lo > 0 or hi < 0:
+        return (1, 1, exact)
+    if lo == hi == 0:
+        return (0, 0, exact)
+    return (0, 1, exact and (lo == 0 or hi == 0))  # then a zero and a non-zero both occur
 
 
 @lowering(aten._to_copy.default, ttnn=["typecast", "from_torch", "to_torch"], mixed_devices=True,
@@ -202,8 +221,11 @@ def copy_(dst, src, non_blocking=False):
     return cast(src, dst.dtype)
 
 
-@lowering(aten._local_scalar_dense.default, ttnn=["to_torch"], notes="a device-to-host sync (.item())")
+@lowering(aten._local_scalar_dense.default, ttnn=["to_torch"],
+          notes="a device-to-host sync (.item()), unless the value is known on the host (bounds)")
 def local_scalar_dense(x):
+    if x.bounds is not None and x.bounds[0] == x.bounds[1] and x.bounds[2]:
+        return bool(x.bounds[0]) if x.dtype == torch.bool else x.bounds[0]
     return api.download(x).item()
 
 

@@ -32,15 +32,38 @@ def _reduce(op: str, x, d, keepdim, out_dtype=None):
     return reshape(out, shape)
 
 
+def _known_all_any(x, want_all: bool):
+    """all()/any() over the whole tensor answered from the values' known bounds, or None."""
+    if x.bounds is None or not x.shape.numel():
+        return None
+    lo, hi, exact = x.bounds
+    if lo > 0 or hi < 0:
+        return True                       # no element can be zero
+    if not exact:
+        return None
+    if lo == hi == 0:
+        return False                      # every element is zero
+    if lo == 0 or hi == 0:                # a zero (the min or max) and a non-zero both occur
+        return not want_all
+    return None if want_all else True     # lo < 0 < hi: a non-zero occurs; a zero may or may not
+
+
 @lowering(aten.all.default, aten.all.dim, aten.all.dims, ttnn=["ne", "min"], needs=TILE,
-          notes="a device-side min over (x != 0)")
+          notes="a device-side min over (x != 0); over the whole of an uploaded integer/bool tensor (a "
+                "mask), answered from its known bounds without a device read")
 def all_(x, d=None, keepdim=False):
+    if d is None and not keepdim and (known := _known_all_any(x, True)) is not None:
+        from .factory import full_handle
+        return full_handle((), known, torch.bool, x.index)
     nonzero = api.run("ne", x, 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
     return _reduce("min", nonzero, d, keepdim, torch.bool)
 
 
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
 def any_(x, d=None, keepdim=False):
+    if d is None and not keepdim and (known := _known_all_any(x, False)) is not None:
+        from .factory import full_handle
+        return full_handle((), known, torch.bool, x.index)
     nonzero = api.run("ne", x, 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
     return _reduce("max", nonzero, d, keepdim, torch.bool)
 

@@ -26,9 +26,11 @@ def share(x: api.Handle) -> api.Handle:
     return api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index, x.bounds)
 
 
-def same_values(out: api.Handle, x: api.Handle) -> api.Handle:
-    """`out` holds (a rearrangement of) x's values: it keeps x's known value bounds."""
-    out.bounds = x.bounds
+def same_values(out: api.Handle, x: api.Handle, every_value: bool = True) -> api.Handle:
+    """`out` holds x's values (all of them, rearranged or repeated; or, every_value=False, some of them): it
+    keeps x's known value bounds (as a range only, when some values may be gone)."""
+    b = x.bounds
+    out.bounds = b if b is None or every_value else (b[0], b[1], False)
     return out
 
 
@@ -172,7 +174,7 @@ def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle
         return _without_data(x, shape)
     begins, ends, steps = [0] * n, list(x.shape), [1] * n
     begins[d], ends[d], steps[d] = start, end, step
-    return same_values(api.run("slice", x, begins, ends, steps), x)
+    return same_values(api.run("slice", x, begins, ends, steps), x, every_value=False)
 
 
 @lowering(aten.slice.Tensor, ttnn=["slice"], needs=ANY)
