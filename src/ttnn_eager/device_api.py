@@ -1,12 +1,13 @@
 """The device API: the only module of ttnn_eager that calls ttnn.
 
-Everything the backend does on a device goes through four functions:
+Everything the backend does on a device goes through these functions:
 
-    device(index)                     the ttnn device behind `ttnn:<index>` (opened on first use, closed at exit)
+    device(index)                   the ttnn device behind `ttnn:<index>` (opened on first use, closed at exit)
     upload(tensor, dtype, layout)   host -> device (ttnn.from_torch), counted in host_to_device
     download(handle)                device -> host (ttnn.to_torch), counted in device_to_host
     run(op, *args, **kwargs)        one ttnn op (e.g. "linear", "transformer.scaled_dot_product_attention"),
                                     counted in ttnn_ops
+    create(op, args, ...)           a ttnn factory op (full, zeros, arange) made on the device
 
 and the results are `Handle`s: a ttnn tensor plus what PyTorch sees of it (torch dtype and shape).
 
