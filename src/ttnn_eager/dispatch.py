@@ -11,6 +11,11 @@
       4. anything else runs on the CPU fallback: inputs downloaded, the op run by PyTorch on the CPU, outputs
          uploaded (in-place and out= semantics kept); warned once per op, counted in `fallbacks`; in strict
          mode an error naming the op instead.
+
+Views: TT-NN tensors have no strides, so a view whose shape differs from its base gets its own device
+tensor. Its handle remembers how it was derived (`_track_views`); when the base has been written in place
+since, the view is re-derived before use (`refresh`), and a write through such a view is refused
+(`write_into`) instead of silently missing the base.
 """
 from __future__ import annotations
 
@@ -42,7 +47,8 @@ def _is_cia(func) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _aliases(func):
-    """Outputs that alias an input: ((output index, input position or name, is_write), ...)."""
+    """Outputs that alias an input: ((output index, input position (or name if kwarg-only), input name,
+    is_write), ...)."""
     out = []
     args = func._schema.arguments
     for ri, ret in enumerate(func._schema.returns):
