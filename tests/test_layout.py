@@ -104,3 +104,15 @@ def test_mask_checks_answered_from_known_values_without_a_device_read(values):
     if set(m.flatten().tolist()) <= {0, 1}:  # a mask: every answer is known from its upload
         assert ttnn_eager.stats()["device_to_host"] == 0
     assert [bool(d[1:].all()), bool(d.flatten()[:1].any())] == [bool(m[1:].all()), bool(m.flatten()[:1].any())]
+
+
+def test_known_values_follow_in_place_writes():
+    """What the backend knows of a tensor's values must change with them: after an in-place write a mask
+    check may not be answered from the values the tensor had at upload."""
+    m = torch.ones(2, 3, dtype=torch.long).to(DEV)
+    view = m.view(6)
+    assert bool(m.all()) and bool(view.all())
+    m.zero_()
+    assert not bool(m.all()) and not bool(m.any()) and not bool(view.all())
+    m.add_(torch.tensor([[0, 1, 0], [0, 0, 0]]).to(DEV))
+    assert not bool(m.all()) and bool(m.any()) and m.sum().item() == 1

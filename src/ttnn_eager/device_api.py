@@ -74,6 +74,10 @@ class Handle:
         self.version = 0      # bumped by every in-place write
         self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
 
+    def assign(self, other: "Handle") -> None:
+        """This handle now holds other's value: its device tensor, shadow and known value bounds."""
+        self.tt, self.shadow, self.bounds = other.tt, other.shadow, other.bounds
+
     @property
     def layout(self):
         return self.tt.layout

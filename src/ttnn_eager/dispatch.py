@@ -128,8 +128,7 @@ def refresh(h: api.Handle) -> api.Handle:
     refresh(base)
     if base.version != version:
         new = fn(*hargs, **hkwargs)
-        new = new[pos] if pos is not None else new
-        h.tt, h.shadow = new.tt, new.shadow
+        h.assign(new[pos] if pos is not None else new)
         h.version += 1
         h.source = (base, base.version, fn, hargs, hkwargs, pos)
     return h
@@ -144,12 +143,10 @@ def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
             "x.view(-1).zero_()) is not supported yet: TT-NN tensors have no strides, so the base would not "
             "see the write. Write into the base, or clone() the view first.")
     if tuple(h.shape) != tuple(dst.shape):
-        if h.shape.numel() == dst.shape.numel() and h.tt is not None:
-            h = api.run("reshape", layout.ensure(h, layout.ANY), tuple(dst.shape) or (1,))
-        else:
+        if h.shape.numel() != dst.shape.numel() or h.tt is None:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
-    h = layout.retag(h, dst.dtype)
-    dst.tt, dst.shadow = h.tt, h.shadow
+        h = lowerings.views.reshape(h, dst.shape)
+    dst.assign(layout.retag(h, dst.dtype))  # the value, and what is known of it, are h's now
     dst.version += 1
     return target
 

@@ -120,8 +120,7 @@ def materialize(h: api.Handle) -> api.Handle:
     """Give an unwritten (torch.empty) handle a device tensor: zeros."""
     if h.tt is None:
         tt_dtype, layout = storage_for(h.dtype)
-        z = api.create("zeros", (tuple(h.shape),), tt_dtype, layout, h.index, h.dtype)
-        h.tt, h.shadow = z.tt, z.shadow
+        h.assign(api.create("zeros", (tuple(h.shape),), tt_dtype, layout, h.index, h.dtype))
     return h
 
 
@@ -194,7 +193,7 @@ def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     storage policy stores `dtype` differently, e.g. an integer result written into a float tensor)."""
     if h.dtype == dtype:
         return h
-    new = api.Handle(h.tt, h.shadow, dtype, h.shape, h.index)
+    new = api.Handle(h.tt, h.shadow, dtype, h.shape, h.index, None if dtype.is_floating_point else h.bounds)
     if h.tt is None or dtype == torch.bool:
         return new
     if dtype in _INT:

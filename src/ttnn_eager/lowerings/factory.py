@@ -171,9 +171,7 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         return out
     if h.dtype.is_floating_point and not dtype.is_floating_point:
         h = api.run("trunc", policy.ensure(h, TILE))
-    out = policy.retag(h, dtype)
-    out.bounds = h.bounds if not dtype.is_floating_point else None
-    return out
+    return policy.retag(h, dtype)
 
 
 def _nonzero_bounds(b):

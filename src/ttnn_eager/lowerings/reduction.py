@@ -48,24 +48,24 @@ def _known_all_any(x, want_all: bool):
     return None if want_all else True     # lo < 0 < hi: a non-zero occurs; a zero may or may not
 
 
+def _all_or_any(x, d, keepdim, want_all: bool):
+    """all (min) or any (max) of x != 0; over a whole tensor with known bounds, answered on the host."""
+    from .factory import cast, full_handle
+    if d is None and not keepdim and (known := _known_all_any(x, want_all)) is not None:
+        return full_handle((), known, torch.bool, x.index)
+    return _reduce("min" if want_all else "max", cast(x, torch.bool), d, keepdim, torch.bool)
+
+
 @lowering(aten.all.default, aten.all.dim, aten.all.dims, ttnn=["ne", "min"], needs=TILE,
           notes="a device-side min over (x != 0); over the whole of an uploaded integer/bool tensor (a "
                 "mask), answered from its known bounds without a device read")
 def all_(x, d=None, keepdim=False):
-    if d is None and not keepdim and (known := _known_all_any(x, True)) is not None:
-        from .factory import full_handle
-        return full_handle((), known, torch.bool, x.index)
-    nonzero = api.run("ne", x, 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
-    return _reduce("min", nonzero, d, keepdim, torch.bool)
+    return _all_or_any(x, d, keepdim, want_all=True)
 
 
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
 def any_(x, d=None, keepdim=False):
-    if d is None and not keepdim and (known := _known_all_any(x, False)) is not None:
-        from .factory import full_handle
-        return full_handle((), known, torch.bool, x.index)
-    nonzero = api.run("ne", x, 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
-    return _reduce("max", nonzero, d, keepdim, torch.bool)
+    return _all_or_any(x, d, keepdim, want_all=False)
 
 
 @lowering(aten.sum.default, aten.sum.dim_IntList, ttnn=["sum"], needs=TILE)
