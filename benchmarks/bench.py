@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import time
+from time import perf_counter
 
 os.environ.setdefault("TTNN_EAGER_DEVICE", "mock-wormhole")
 
@@ -40,7 +41,7 @@ class HostTimer:
     def __init__(self):
         self.dispatch = self.ttnn = self.shadow = 0.0
         self.depth = 0
-        self.aten = 0
+        self.inside = False  # inside a timed ttnn call or shadow execution
 
     def install(self):
         self._orig = (dispatch.dispatch, device_api._resolve, device_api.shadow, device_api._round,
@@ -52,32 +53,36 @@ class HostTimer:
             if timer.depth:
                 return orig_dispatch(func, args, kwargs)
             timer.depth += 1
-            start = time.perf_counter()
+            start = perf_counter()
             try:
                 return orig_dispatch(func, args, kwargs)
             finally:
-                timer.dispatch += time.perf_counter() - start
+                timer.dispatch += perf_counter() - start
                 timer.depth -= 1
 
-        active = set()
-
         def wrap(fn, field):
+            # as lean as possible: what a wrapper costs outside its own timing window counts as ours.
+            # Nested calls (shadow -> _round) are timed once, by the outer call.
             def timed(*a, **k):
-                if field in active:  # nested (shadow -> _round): counted once, by the outer call
+                if timer.inside:
                     return fn(*a, **k)
-                active.add(field)
-                start = time.perf_counter()
+                timer.inside = True
+                start = perf_counter()
                 try:
                     return fn(*a, **k)
                 finally:
-                    active.discard(field)
-                    setattr(timer, field, getattr(timer, field) + time.perf_counter() - start)
+                    setattr(timer, field, getattr(timer, field) + (perf_counter() - start))
+                    timer.inside = False
             timed.golden_function = getattr(fn, "golden_function", None)  # ttnn.get_golden_function reads it
             return timed
 
-        resolved = {}
+        class Resolved(dict):  # op name -> timed ttnn function; a dict lookup, as cheap as the lru_cache it replaces
+            def __missing__(self, op):
+                fn = self[op] = wrap(orig_resolve(op), "ttnn")
+                return fn
+
         dispatch.dispatch = timed_dispatch
-        device_api._resolve = lambda op: resolved.get(op) or resolved.setdefault(op, wrap(orig_resolve(op), "ttnn"))
+        device_api._resolve = Resolved().__getitem__
         device_api.shadow = wrap(orig_shadow, "shadow")
         device_api._round = wrap(orig_round, "shadow")  # uploads round their shadow too
         device_api.ttnn.from_torch = wrap(from_torch, "ttnn")
@@ -211,7 +216,7 @@ def second_forward(model, ids, mask) -> dict:
     ttnn_eager.reset_stats()
     out = bert_forward(model, d_ids, d_mask)
     in_forward = ttnn_eager.stats()
-    syncs = counters.aten_by_op[torch.ops.aten._local_scalar_dense.default]
+    syncs = counters.aten_by_op()[torch.ops.aten._local_scalar_dense.default]
     new_programs = device_api.program_cache_entries(0) - entries
     ttnn_eager.reset_stats()
     out.last_hidden_state.cpu(), out.pooler_output.cpu()

@@ -48,7 +48,7 @@ def test_bert_large_memory_and_steady_state_forward(memory_base, restore_config)
     with torch.no_grad():
         out = dev(input_ids=d_ids, attention_mask=d_mask)
     stats = ttnn_eager.stats()
-    syncs = counters.aten_by_op[torch.ops.aten._local_scalar_dense.default]  # transformers' mask check
+    syncs = counters.aten_by_op()[torch.ops.aten._local_scalar_dense.default]  # transformers' mask check
     assert stats["layout_conversions"] == 0, stats
     assert stats["host_to_device"] == 0, stats  # the inputs were uploaded before the forward
     assert syncs == 1 and stats["device_to_host"] == 0, stats  # answered from the mask's known values

@@ -7,7 +7,9 @@
     host_to_device      tensors uploaded (ttnn.from_torch)
     device_to_host      tensors downloaded (ttnn.to_torch): outputs, prints, .item(), syncs
 
-Per-op detail (which aten ops, which ttnn ops) is kept in `aten_by_op` / `ttnn_by_op` for reports.
+Per-op detail for reports: `aten_by_op()` (aten op -> calls), `ttnn_by_op` (ttnn op name -> calls),
+`fallback_by_op` (aten op -> CPU runs). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload
+hashes in Python, which would cost two hashes on every op); `aten_ops` maps the ids back to the ops.
 """
 from __future__ import annotations
 
@@ -16,10 +18,23 @@ import collections
 KEYS = ("aten_ops", "ttnn_ops", "fallbacks", "layout_conversions", "host_to_device", "device_to_host")
 
 counts: dict[str, int] = dict.fromkeys(KEYS, 0)
-aten_by_op: collections.Counter = collections.Counter()
+aten_calls: collections.Counter = collections.Counter()  # id(aten op) -> calls
+aten_ops: dict = {}                                      # id(aten op) -> aten op (never reset)
 ttnn_by_op: collections.Counter = collections.Counter()
 fallback_by_op: collections.Counter = collections.Counter()
 profile = None  # the active report.Report, if any (it times dispatch and attributes ttnn ops)
+
+
+def count_aten(func) -> None:
+    """One call of aten op `func` (dispatch inlines this on its hot path)."""
+    aten_calls[id(func)] += 1
+    aten_ops.setdefault(id(func), func)
+
+
+def aten_by_op(calls: collections.Counter | None = None) -> collections.Counter:
+    """aten op -> calls since the last reset (or of `calls`, a Counter by id such as a difference of two
+    copies of `aten_calls`)."""
+    return collections.Counter({aten_ops[k]: n for k, n in (aten_calls if calls is None else calls).items()})
 
 
 def stats() -> dict:
@@ -30,6 +45,6 @@ def stats() -> dict:
 def reset_stats() -> None:
     for k in KEYS:
         counts[k] = 0
-    aten_by_op.clear()
+    aten_calls.clear()
     ttnn_by_op.clear()
     fallback_by_op.clear()

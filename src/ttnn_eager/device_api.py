@@ -22,6 +22,7 @@ dtype (bfloat16 by `.to(torch.bfloat16)`, bfloat8_b through ttnn's own host conv
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import math
 
@@ -33,6 +34,7 @@ RUNTIME = runtime.get()  # must come before `import ttnn`: it sets the variables
 import ttnn  # noqa: E402
 
 MOCK = RUNTIME.mock
+_shadowing = MOCK  # shadow execution on (see shadows_off)
 TILE = ttnn.TILE_LAYOUT
 ROW_MAJOR = ttnn.ROW_MAJOR_LAYOUT
 BFLOAT16, BFLOAT8_B, FLOAT32 = ttnn.bfloat16, ttnn.bfloat8_b, ttnn.float32
@@ -69,7 +71,8 @@ class Handle:
     __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "__weakref__")
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
-        self.tt, self.shadow, self.dtype, self.shape, self.index = tt, shadow, dtype, torch.Size(shape), index
+        self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
+        self.shape = shape if type(shape) is torch.Size else torch.Size(shape)
         self.bounds = bounds  # (min, max, exact) of integer/bool values when known from the host, else None
         self.version = 0      # bumped by every in-place write
         self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
@@ -193,9 +196,15 @@ def _round(value: torch.Tensor, tt_dtype) -> torch.Tensor:
     return value.to(target)
 
 
+class _Unknown(Exception):
+    """An input's value is unknown (made with shadows off): so is the result's."""
+
+
 def _golden_input(x):
     if isinstance(x, Handle):
         s = x.shadow
+        if s is None:
+            raise _Unknown
         return s.float() if s.dtype == torch.bfloat16 else s
     if isinstance(x, (list, tuple)):
         return type(x)(_golden_input(y) for y in x)
@@ -203,22 +212,29 @@ def _golden_input(x):
 
 
 def _unwrap(x):
-    if isinstance(x, Handle):
+    """A ttnn call's argument: Handles become their ttnn tensors (also inside a list, e.g. concat's inputs)."""
+    if type(x) is Handle:
         return x.tt
-    if isinstance(x, (list, tuple)):
-        return type(x)(_unwrap(y) for y in x)
+    if type(x) is list:
+        return [_unwrap(y) for y in x]
     return x
 
 
 def _first_handle(args):
     for a in args:
-        if isinstance(a, Handle):
+        if type(a) is Handle:
             return a
-        if isinstance(a, (list, tuple)):
+        if type(a) is list:
             h = _first_handle(a)
             if h is not None:
                 return h
     return None
+
+
+def shape_of(tt) -> torch.Size:
+    """A ttnn tensor's logical shape as a torch.Size (indexing ttnn.Shape is ~4x faster than iterating it)."""
+    s = tt.shape
+    return torch.Size([s[i] for i in range(len(s))])
 
 
 @functools.lru_cache(maxsize=None)
@@ -276,9 +292,23 @@ REFERENCES = {
 
 
 # ----------------------------------------------------------------------------------------------- errors
+def _out_of_memory(err: Exception, index: int, what: str):
+    """ttnn's allocator failure as a torch.OutOfMemoryError naming the device, the sizes and what to do (None
+    for any other error). ttnn raises before allocating, so every tensor that existed before is intact."""
+    if not isinstance(err, RuntimeError) or "Out of Memory" not in str(err):
+        return None
+    import re
+    asked = re.search(r"allocate (\d+) B", str(err))
+    mib = 2.0 ** 20
+    asked = f"{int(asked.group(1)) / mib:,.0f} MiB" if asked else "a buffer"
+    return torch.OutOfMemoryError(
+        f"ttnn:{index} ({device_name(index)}) is out of memory: tried to allocate {asked} for {what}; "
+        f"{memory_allocated(index) / mib:,.0f} MiB of {memory_capacity(index) / mib:,.0f} MiB DRAM are "
+        f"allocated. Free tensors you no longer need (del), or use a smaller batch or sequence length.")
+
+
 class _OutOfMemoryGuard:
-    """ttnn's allocator failure -> torch.OutOfMemoryError naming the device, the sizes and what to do.
-    ttnn raises before allocating, so every tensor that existed before is intact."""
+    """`with _OutOfMemoryGuard(index, what):` turns ttnn's allocator failure into _out_of_memory's error."""
 
     def __init__(self, index: int, what: str):
         self.index, self.what = index, what
@@ -287,17 +317,10 @@ class _OutOfMemoryGuard:
         return self
 
     def __exit__(self, kind, err, tb):
-        if kind is None or not issubclass(kind, RuntimeError) or "Out of Memory" not in str(err):
-            return False
-        import re
-        asked = re.search(r"allocate (\d+) B", str(err))
-        mib = 2.0 ** 20
-        asked = f"{int(asked.group(1)) / mib:,.0f} MiB" if asked else "a buffer"
-        raise torch.OutOfMemoryError(
-            f"ttnn:{self.index} ({device_name(self.index)}) is out of memory: tried to allocate {asked} for "
-            f"{self.what}; {memory_allocated(self.index) / mib:,.0f} MiB of {memory_capacity(self.index) / mib:,.0f}"
-            f" MiB DRAM are allocated. Free tensors you no longer need (del), or use a smaller batch or "
-            f"sequence length.") from err
+        oom = None if err is None else _out_of_memory(err, self.index, self.what)
+        if oom is not None:
+            raise oom from err
+        return False
 
 
 # ----------------------------------------------------------------------------------------------- the verbs
@@ -321,7 +344,7 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
     with _OutOfMemoryGuard(index, f"a {tuple(value.shape)} tensor from the host"):
         tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
-    shadow = _round(src, tt_dtype) if MOCK else None
+    shadow = _round(src, tt_dtype) if _shadowing else None
     return Handle(tt, shadow, dtype or value.dtype, value.shape, index, bounds)
 
 
@@ -331,6 +354,9 @@ def download(h: Handle) -> torch.Tensor:
     if h.tt is None:
         return torch.zeros(h.shape, dtype=h.dtype)
     real = ttnn.to_torch(h.tt)
+    if MOCK and h.shadow is None:
+        raise RuntimeError("ttnn_eager: the value of this tensor is unknown: it was computed on the mock device "
+                           "with shadow execution off (device_api.shadows_off, for host-time benchmarks only)")
     value = h.shadow if MOCK else real
     return value.reshape(h.shape).to(h.dtype)
 
@@ -338,25 +364,51 @@ def download(h: Handle) -> torch.Tensor:
 def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     """Call `ttnn.<op>(*args, **kwargs)` with Handles in place of ttnn tensors; returns Handle(s).
 
-    The results' torch dtype is `out_dtype`, else that of the first Handle argument.
+    The results' torch dtype is `out_dtype`, else that of the first Handle argument. This is the hot path
+    of every op: no context managers or generic tree walks (Handles are top-level or in a list).
     """
-    first = _first_handle(args) or _first_handle(kwargs.values())
-    with _OutOfMemoryGuard(first.index, f"the result of ttnn.{op}"):
-        out = _resolve(op)(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+    first = args[0] if args and type(args[0]) is Handle else _first_handle(args) or _first_handle(kwargs.values())
+    targs = [a.tt if type(a) is Handle else _unwrap(a) for a in args]
+    tkwargs = {k: v.tt if type(v) is Handle else v for k, v in kwargs.items()} if kwargs else kwargs
+    try:
+        out = _resolve(op)(*targs, **tkwargs)
+    except RuntimeError as err:
+        oom = _out_of_memory(err, first.index, f"the result of ttnn.{op}")
+        if oom is None:
+            raise
+        raise oom from err
     _count(op)
     dtype = out_dtype or first.dtype
-    outs = out if isinstance(out, (list, tuple)) else (out,)
-    shadows = shadow(op, args, kwargs, outs) if MOCK else [None] * len(outs)
-    handles = [Handle(o, s, dtype, tuple(o.shape), first.index) for o, s in zip(outs, shadows)]
-    return handles if isinstance(out, (list, tuple)) else handles[0]
+    if not isinstance(out, (list, tuple)):
+        value = shadow(op, args, kwargs, (out,))[0] if _shadowing else None
+        return Handle(out, value, dtype, shape_of(out), first.index)
+    values = shadow(op, args, kwargs, out) if _shadowing else [None] * len(out)
+    return [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
 
 
 def shadow(op: str, args, kwargs, outs) -> list:
     """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows."""
-    gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
-    ref = _reference(op)(*_golden_input(args), **gkwargs)
+    try:
+        gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
+        gargs = _golden_input(args)
+    except _Unknown:
+        return [None] * len(outs)
+    ref = _reference(op)(*gargs, **gkwargs)
     refs = ref if isinstance(ref, (list, tuple)) else (ref,)
-    return [_round(r.reshape(tuple(o.shape)), o.dtype) for r, o in zip(refs, outs)]
+    return [_round(r.reshape(shape_of(o)), o.dtype) for r, o in zip(refs, outs)]
+
+
+@contextlib.contextmanager
+def shadows_off():
+    """Benchmarks only: within this block a mock device runs as hardware does, with no shadow execution, so
+    host time is measured without the CPU stand-in's work (and its cache traffic). The values of tensors
+    made inside are unknown: downloading one raises."""
+    global _shadowing
+    saved, _shadowing = _shadowing, False
+    try:
+        yield
+    finally:
+        _shadowing = saved
 
 
 def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
@@ -373,10 +425,10 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
         out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
     _count(op)
     shadow = None
-    if MOCK:
+    if _shadowing:
         ref = _reference(op)(*args, dtype=tt_dtype, **kwargs)
-        shadow = _round(ref.reshape(tuple(out.shape)), out.dtype)
-    return Handle(out, shadow, dtype, tuple(out.shape), index)
+        shadow = _round(ref.reshape(shape_of(out)), out.dtype)
+    return Handle(out, shadow, dtype, shape_of(out), index)
 
 
 def enum(name: str):

@@ -20,6 +20,7 @@ since, the view is re-derived before use (`refresh`), and a write through such a
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 
 import torch
@@ -29,7 +30,7 @@ from . import config, counters
 from . import device_api as api
 from . import layout
 from . import lowerings  # noqa: F401  (registers every lowering)
-from .registry import REGISTRY, Unfit
+from .registry import BY_ID, REGISTRY, Unfit, output_aliases as _aliases
 from .tensor import TtnnTensor
 
 aten = torch.ops.aten
@@ -43,26 +44,6 @@ class FallbackError(NotImplementedError):
 @functools.lru_cache(maxsize=None)
 def _is_cia(func) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
-
-
-@functools.lru_cache(maxsize=None)
-def _aliases(func):
-    """Outputs that alias an input: ((output index, input position (or name if kwarg-only), input name,
-    is_write), ...)."""
-    out = []
-    args = func._schema.arguments
-    for ri, ret in enumerate(func._schema.returns):
-        if ret.alias_info is None:
-            continue
-        target = ret.alias_info.before_set
-        for ai, arg in enumerate(args):
-            if arg.alias_info is None:
-                continue
-            # a list of views (split, unbind) names no set on the return; its input aliases into "*"
-            if arg.alias_info.before_set == target or (not target and "*" in arg.alias_info.after_set):
-                out.append((ri, arg.name if arg.kwarg_only else ai, arg.name, ret.alias_info.is_write))
-                break
-    return tuple(out)
 
 
 def _get(args, kwargs, where, name):
@@ -81,20 +62,22 @@ class _Call:
     __slots__ = ("index", "promote", "mixed")
 
     def __init__(self, mixed: bool):
-        self.index, self.promote, self.mixed = None, [], mixed
+        self.index, self.promote, self.mixed = None, None, mixed
 
     def arg(self, a, need):
         if isinstance(a, TtnnTensor):
             h = a._handle
             if h.source is not None:
                 refresh(h)
-            if self.index is None:
+            if h.index != self.index:
+                if self.index is not None:
+                    raise _device_error(f"ttnn:{self.index}", f"ttnn:{h.index}")
                 self.index = h.index
-            elif h.index != self.index:
-                raise _device_error(f"ttnn:{self.index}", f"ttnn:{h.index}")
             if need is None:
                 return h
             if need.dtype == "promote":
+                if self.promote is None:
+                    self.promote = []
                 self.promote.append(h)
                 return h
             return layout.ensure(h, need)
@@ -109,9 +92,22 @@ class _Call:
             return type(a)(self.arg(x, need) for x in a)
         return a
 
+    def promoted(self, hargs: list, hkwargs: dict):
+        """PROMOTE arguments brought to one device dtype (layout.ensure_promoted), swapped in where they are."""
+        new = layout.ensure_promoted(self.promote)
+        if new is self.promote:
+            return hargs, hkwargs
+        promoted = dict(zip(map(id, self.promote), new))
+
+        def swap(x):
+            if type(x) in (list, tuple):
+                return type(x)(swap(y) for y in x)
+            return promoted.get(id(x), x)
+        return swap(hargs), {k: swap(v) for k, v in hkwargs.items()}
+
 
 def _wrap(x):
-    if isinstance(x, api.Handle):
+    if type(x) is api.Handle:
         return TtnnTensor(x)
     if type(x) in (list, tuple):
         return type(x)(_wrap(y) for y in x)
@@ -151,9 +147,9 @@ def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     return target
 
 
-def _track_views(func, entry, result, hargs, hkwargs):
+def _track_views(entry, result, hargs, hkwargs):
     """Remember how each view output with its own device tensor derives from its base (for refresh)."""
-    for ri, where, name, is_write in _aliases(func):
+    for ri, where, name, is_write in entry.aliases:
         if is_write:
             continue
         base = hargs[where] if isinstance(where, int) and where < len(hargs) else hkwargs.get(name)
@@ -164,11 +160,8 @@ def _track_views(func, entry, result, hargs, hkwargs):
                               pos if isinstance(result, (list, tuple)) else None)
 
 
-def _finish(func, result, args, kwargs):
+def _finish(aliases, result, args, kwargs):
     """Wrap Handles as TtnnTensors; in-place/out= outputs are the tensors the caller passed."""
-    aliases = _aliases(func)
-    if not aliases:
-        return _wrap(result)
     single = not isinstance(result, (list, tuple))
     outs = [result] if single else list(result)
     for ri, where, name, is_write in aliases:
@@ -196,41 +189,49 @@ def dispatch(func, args, kwargs):
 
 
 def _dispatch(func, args, kwargs):
-    entry = REGISTRY.get(func)
+    entry = BY_ID.get(id(func))
     if entry is None:
-        if _is_cia(func):
-            r = func.decompose(*args, **kwargs)
-            if r is not NotImplemented:
-                return r
-        derived = _functional_of(func)
-        if derived is not None:
-            return _run_derived(func, derived, args, kwargs)
-        counters.counts["aten_ops"] += 1
-        counters.aten_by_op[func] += 1
-        return fallback(func, args, kwargs)
+        return _unlowered(func, args, kwargs)
     counters.counts["aten_ops"] += 1
-    counters.aten_by_op[func] += 1
+    counters.aten_calls[id(func)] += 1  # counters.count_aten, inlined
+    if id(func) not in counters.aten_ops:
+        counters.aten_ops[id(func)] = func
     call = _Call(entry.mixed_devices)
-    by_pos = entry.by_position
-    hargs = [call.arg(a, by_pos[i] if i < len(by_pos) else None) for i, a in enumerate(args)]
-    hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
-    if call.promote:
-        promoted = dict(zip(map(id, call.promote), layout.ensure_promoted(call.promote)))
-
-        def swap(x):
-            if type(x) in (list, tuple):
-                return type(x)(swap(y) for y in x)
-            return promoted.get(id(x), x)
-        hargs, hkwargs = swap(hargs), {k: swap(v) for k, v in hkwargs.items()}
+    hargs = list(args)
+    for pos, need in entry.tensor_positions:
+        if pos < len(hargs):
+            hargs[pos] = call.arg(hargs[pos], need)
+    hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()} if kwargs else {}
+    if call.promote is not None:
+        hargs, hkwargs = call.promoted(hargs, hkwargs)
     try:
         result = entry.fn(*hargs, **hkwargs)
     except Unfit:
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs)
-    if entry.views:
-        _track_views(func, entry, result, hargs, hkwargs)
-    return _finish(func, result, args, kwargs)
+    if entry.aliases:
+        if entry.views:
+            _track_views(entry, result, hargs, hkwargs)
+        return _finish(entry.aliases, result, args, kwargs)
+    if type(result) is api.Handle:
+        return TtnnTensor(result)
+    return _wrap(result)
+
+
+def _unlowered(func, args, kwargs):
+    """An op with no lowering of its own: decomposed (CompositeImplicitAutograd), run through its functional
+    lowering (in-place, out=), or run on the CPU fallback."""
+    if _is_cia(func):
+        r = func.decompose(*args, **kwargs)
+        if r is not NotImplemented:
+            return r
+    derived = _functional_of(func)
+    if derived is not None:
+        return _run_derived(func, derived, args, kwargs)
+    counters.counts["aten_ops"] += 1
+    counters.count_aten(func)
+    return fallback(func, args, kwargs)
 
 
 # ----------------------------------------------------------------------------------------------- in-place, out=
@@ -275,6 +276,7 @@ def _run_derived(func, functional, args, kwargs):
 
 # ----------------------------------------------------------------------------------------------- fallback
 _warned: set = set()
+_NOT_USER_CODE = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
 _CROSS_DEVICE = {aten.copy_.default, aten._to_copy.default}
 
 
@@ -290,7 +292,7 @@ def fallback(func, args, kwargs):
         _warned.add(func)
         warnings.warn(f"ttnn_eager: aten op {func} has no TT-NN lowering; it runs on the CPU "
                       f"(copies to and from the device). ttnn_eager.report() shows every such op.",
-                      stacklevel=3)
+                      skip_file_prefixes=_NOT_USER_CODE)  # points at the user's line
     index = _device_index(args, kwargs)
     call = _Call(func in _CROSS_DEVICE)
     tree_map(lambda x: call.arg(x, None) if isinstance(x, torch.Tensor) else x, (args, kwargs))  # same device?

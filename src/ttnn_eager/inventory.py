@@ -29,20 +29,20 @@ class OpRecord:
 @contextlib.contextmanager
 def record_ops():
     """Record the aten and ttnn ops of the enclosed code (counters are restored afterwards)."""
-    saved = (dict(counters.counts), counters.aten_by_op.copy(), counters.ttnn_by_op.copy(),
+    saved = (dict(counters.counts), counters.aten_calls.copy(), counters.ttnn_by_op.copy(),
              counters.fallback_by_op.copy())
     counters.reset_stats()
     rec = OpRecord()
     try:
         yield rec
     finally:
-        rec.aten.update({str(k): v for k, v in counters.aten_by_op.items()})
+        rec.aten.update({str(k): v for k, v in counters.aten_by_op().items()})
         rec.ttnn.update(counters.ttnn_by_op)
         rec.fallbacks.update({str(k): v for k, v in counters.fallback_by_op.items()})
         rec.stats = counters.stats()
         counts, aten, ttnn, fallbacks = saved
         for k, v in rec.stats.items():
             counters.counts[k] = counts[k] + v
-        for mine, theirs in ((counters.aten_by_op, aten), (counters.ttnn_by_op, ttnn),
+        for mine, theirs in ((counters.aten_calls, aten), (counters.ttnn_by_op, ttnn),
                              (counters.fallback_by_op, fallbacks)):
             mine.update(theirs)

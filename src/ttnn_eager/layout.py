@@ -152,17 +152,25 @@ def is_float(tt_dtype) -> bool:
 def ensure(h: api.Handle, need: Need) -> api.Handle:
     """h in the form `need` asks for: layout changes and lossless widenings happen in place (and stay),
     other dtype changes give a new handle."""
-    materialize(h)
-    if need.dtype == "float" and not is_float(h.tt_dtype):
-        h = _typecast(h, api.BFLOAT16)
-    elif need.dtype == "signed" and h.tt_dtype == api.UINT32:
-        h = _typecast(h, api.INT32)
-    elif need.dtype == "uint32" and h.tt_dtype != api.UINT32:
-        h = _typecast(h, api.UINT32)
-    elif need.dtype == "bfloat16" and h.tt_dtype == api.BFLOAT8_B:  # widening: exact, so in place
+    if h.tt is None:
+        materialize(h)
+    kind = need.dtype
+    if kind == "keep" or kind == "promote":
+        pass
+    elif kind == "float":
+        if not is_float(h.tt.dtype):
+            h = _typecast(h, api.BFLOAT16)
+    elif kind == "signed":
+        if h.tt.dtype == api.UINT32:
+            h = _typecast(h, api.INT32)
+    elif kind == "uint32":
+        if h.tt.dtype != api.UINT32:
+            h = _typecast(h, api.UINT32)
+    elif kind == "bfloat16" and h.tt.dtype == api.BFLOAT8_B:  # widening: exact, so in place
         new = _typecast(h, api.BFLOAT16)
         h.tt, h.shadow = new.tt, new.shadow
-    _relayout(h, need.layout)
+    if need.layout is not None and h.tt.layout != need.layout:
+        _relayout(h, need.layout)
     return h
 
 
@@ -178,9 +186,12 @@ def signed(h: api.Handle) -> api.Handle:
 def ensure_promoted(handles: list) -> list:
     """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32 (uint32 when
     all are uint32)."""
+    first = handles[0].tt.dtype if handles[0].tt is not None else None
+    if all(h.tt is not None and h.tt.layout == api.TILE and h.tt.dtype == first for h in handles):
+        return handles  # the common case: nothing to do
     handles = [ensure(h, TILE) for h in handles]
-    first = handles[0].tt_dtype
-    if any(h.tt_dtype != first for h in handles):
+    first = handles[0].tt.dtype
+    if any(h.tt.dtype != first for h in handles[1:]):
         dtypes = [h.tt_dtype for h in handles]
         floats = [d for d in dtypes if is_float(d)]
         target = api.FLOAT32 if api.FLOAT32 in floats else (api.BFLOAT16 if floats else api.INT32)

@@ -14,6 +14,7 @@ API's. The registry is also the documentation: docs/ops.md is generated from it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 
@@ -30,8 +31,10 @@ class Lowering:
     needs: object          # Need, or {arg name or "*": Need}
     notes: str             # limits, semantics worth knowing
     mixed_devices: bool    # accepts CPU tensors beside ttnn ones (copies between devices)
-    by_position: tuple = ()  # Need of each positional argument (None: not a tensor argument)
-    by_name: dict = dataclasses.field(default_factory=dict)
+    # Worked out once from the schema, so that dispatch does no schema work per call:
+    tensor_positions: tuple = ()  # (position, Need) of each positional tensor argument
+    by_name: dict = dataclasses.field(default_factory=dict)  # Need of each argument by name (None: no tensor)
+    aliases: tuple = ()      # output_aliases(op)
     views: bool = False      # the op returns views of an input (schema alias annotations, no write)
 
     def __post_init__(self):
@@ -45,9 +48,11 @@ class Lowering:
                 else:
                     need = self.needs.get(arg.name, self.needs.get("*", ANY))
             names.append((arg.name, need, arg.kwarg_only))
-        self.by_position = tuple(n for _, n, kw in names if not kw)
-        self.views = any(r.alias_info is not None and not r.alias_info.is_write for r in self.op._schema.returns)
+        positional = [n for _, n, kw in names if not kw]
+        self.tensor_positions = tuple((i, n) for i, n in enumerate(positional) if n is not None)
         self.by_name = {name: n for name, n, _ in names}
+        self.aliases = output_aliases(self.op)
+        self.views = any(r.alias_info is not None and not r.alias_info.is_write for r in self.op._schema.returns)
 
     def need_summary(self) -> str:
         parts = []
@@ -58,7 +63,28 @@ class Lowering:
         return ", ".join(parts) or "-"
 
 
-REGISTRY: dict = {}
+REGISTRY: dict = {}  # aten OpOverload -> Lowering
+BY_ID: dict = {}     # id(aten OpOverload) -> Lowering: the same, for dispatch (OpOverload hashes in Python)
+
+
+@functools.lru_cache(maxsize=None)
+def output_aliases(func) -> tuple:
+    """Outputs that alias an input, from the schema's alias annotations: ((output index, input position (or
+    name if kwarg-only), input name, is_write), ...). Views (transpose, split) and in-place/out= results."""
+    out = []
+    args = func._schema.arguments
+    for ri, ret in enumerate(func._schema.returns):
+        if ret.alias_info is None:
+            continue
+        target = ret.alias_info.before_set
+        for ai, arg in enumerate(args):
+            if arg.alias_info is None:
+                continue
+            # a list of views (split, unbind) names no set on the return; its input aliases into "*"
+            if arg.alias_info.before_set == target or (not target and "*" in arg.alias_info.after_set):
+                out.append((ri, arg.name if arg.kwarg_only else ai, arg.name, ret.alias_info.is_write))
+                break
+    return tuple(out)
 
 
 class Unfit(Exception):
@@ -73,6 +99,6 @@ def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices:
         for op in ops:
             if op in REGISTRY:
                 raise RuntimeError(f"{op} already has a lowering ({REGISTRY[op].fn.__qualname__})")
-            REGISTRY[op] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
+            REGISTRY[op] = BY_ID[id(op)] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
         return fn
     return register

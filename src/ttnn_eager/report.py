@@ -49,13 +49,13 @@ class Report:
             self.rows[self._stack[-1][0]].ttnn[op] += 1
 
     def __enter__(self):
-        self._saved = (counters.aten_by_op.copy(), counters.fallback_by_op.copy(), counters.profile)
+        self._saved = (counters.aten_calls.copy(), counters.fallback_by_op.copy(), counters.profile)
         counters.profile = self
         return self
 
     def __exit__(self, *exc):
         aten, fallbacks, counters.profile = self._saved
-        for func, n in (counters.aten_by_op - aten).items():
+        for func, n in counters.aten_by_op(counters.aten_calls - aten).items():
             self.rows[func].calls = n
         for func, n in (counters.fallback_by_op - fallbacks).items():
             self.rows[func].fallbacks = n

@@ -9,14 +9,17 @@ its handle dies.
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 
 
-@functools.lru_cache(maxsize=None)
+_DEVICES: dict = {}
+
+
 def torch_device(index: int) -> torch.device:
-    return torch.device("ttnn", index)
+    device = _DEVICES.get(index)
+    if device is None:
+        device = _DEVICES[index] = torch.device("ttnn", index)
+    return device
 
 
 class TtnnTensor(torch.Tensor):
@@ -25,8 +28,8 @@ class TtnnTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, handle, requires_grad: bool = False):
-        r = torch.Tensor._make_wrapper_subclass(cls, handle.shape, dtype=handle.dtype,
-                                                device=torch_device(handle.index),
+        device = _DEVICES.get(handle.index) or torch_device(handle.index)
+        r = torch.Tensor._make_wrapper_subclass(cls, handle.shape, dtype=handle.dtype, device=device,
                                                 requires_grad=requires_grad)
         r._handle = handle
         return r
@@ -36,8 +39,7 @@ class TtnnTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from .dispatch import dispatch
-        return dispatch(func, args, kwargs or {})
+        return _dispatch.dispatch(func, args, kwargs or _NO_KWARGS)
 
     def __repr__(self, *, tensor_contents=None):
         from . import device_api
@@ -71,3 +73,7 @@ class TtnnTensor(torch.Tensor):
 
 def _rebuild(cpu_value, device, requires_grad):
     return cpu_value.to(device).requires_grad_(requires_grad)
+
+
+_NO_KWARGS: dict = {}  # never written: dispatch only reads kwargs
+from . import dispatch as _dispatch  # noqa: E402  (dispatch imports this module: bound once both exist)

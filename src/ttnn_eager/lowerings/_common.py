@@ -34,18 +34,25 @@ def _probe(dtype: torch.dtype, zero_dim: bool) -> torch.Tensor:
     return torch.empty(() if zero_dim else (1,), dtype=dtype)
 
 
-def _probe_of(x):
-    return _probe(x.dtype, len(x.shape) == 0) if is_handle(x) else x
+def _operand(x):
+    """What type promotion depends on: a tensor's dtype and whether it is 0-d; a Python scalar's type."""
+    return (x.dtype, len(x.shape) == 0) if isinstance(x, api.Handle) else type(x)
+
+
+@functools.lru_cache(maxsize=None)
+def _result_type(a, b) -> torch.dtype:
+    # PyTorch's own rule (torch.result_type, ~2 us a call), once per combination
+    return torch.result_type(*(_probe(*k) if type(k) is tuple else k() for k in (a, b)))
 
 
 def promote_scalar(dtype: torch.dtype, scalar) -> torch.dtype:
     """The dtype of (a tensor of `dtype`) op (a Python scalar), by PyTorch's promotion."""
-    return torch.result_type(_probe(dtype, False), scalar)
+    return _result_type((dtype, False), type(scalar))
 
 
 def result_dtype(a, b) -> torch.dtype:
     """PyTorch's type promotion of two operands (handles or Python scalars; at least one handle)."""
-    return torch.result_type(_probe_of(a), _probe_of(b))
+    return _result_type(_operand(a), _operand(b))
 
 
 def check_broadcast(a, b) -> None:

@@ -21,30 +21,36 @@ def _scalar(v):
     return float(v) if isinstance(v, (bool, float)) else v
 
 
-def _fit(out_dtype: torch.dtype, op: str, *operands):
+def _fit(out_dtype: torch.dtype, op: str, a, b):
     """Bring tensor operands to a device dtype in which the op is exact for these operands: floating when
     the result or a scalar is floating, signed when a scalar is negative or the op subtracts (uint32 storage
-    would wrap around)."""
-    scalars = [x for x in operands if not is_handle(x) and x is not None]
-    if out_dtype.is_floating_point or any(isinstance(x, float) for x in scalars):
-        return [policy.ensure(x, TILE_FLOAT) if is_handle(x) else x for x in operands]
-    if any(x < 0 for x in scalars) or op in ("subtract", "rsub"):
-        return [policy.signed(x) if is_handle(x) else x for x in operands]
-    return list(operands)
+    would wrap around). Either operand may be a Python scalar (or None)."""
+    if out_dtype.is_floating_point or isinstance(a, float) or isinstance(b, float):
+        return _as(a, TILE_FLOAT), _as(b, TILE_FLOAT)
+    if op in ("subtract", "rsub") or any(not is_handle(x) and x is not None and x < 0 for x in (a, b)):
+        return _as(a, SIGNED), _as(b, SIGNED)
+    return a, b
+
+
+def _as(x, need):
+    return policy.ensure(x, need) if is_handle(x) else x
+
+
+_BOOL_RESULT = {"dtype": api.BFLOAT16}  # every device bool is bfloat16 0/1
+_REVERSED = {"add": "add", "multiply": "multiply", "subtract": "rsub", "rsub": "subtract"}
 
 
 def binary(op: str, a, b, out_dtype: torch.dtype):
     """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
     computed in floating point, as PyTorch promotes it)."""
-    if is_handle(a) and is_handle(b):
-        check_broadcast(a.shape, b.shape)
     a, b = _fit(out_dtype, op, a, b)
-    kwargs = {"dtype": api.BFLOAT16} if out_dtype == torch.bool else {}  # every device bool is bf16 0/1
-    if is_handle(a) and is_handle(b):
-        return api.run(op, a, b, out_dtype=out_dtype, **kwargs)
+    kwargs = _BOOL_RESULT if out_dtype == torch.bool else {}
     if is_handle(a):
+        if is_handle(b):
+            check_broadcast(a.shape, b.shape)
+            return api.run(op, a, b, out_dtype=out_dtype, **kwargs)
         return api.run(op, a, _scalar(b), out_dtype=out_dtype, **kwargs)
-    reversed_op = {"add": "add", "multiply": "multiply", "subtract": "rsub", "rsub": "subtract"}.get(op)
+    reversed_op = _REVERSED.get(op)
     if reversed_op is None:
         raise NotImplementedError(f"{op} with a scalar first operand")
     return api.run(reversed_op, b, _scalar(a), out_dtype=out_dtype, **kwargs)
