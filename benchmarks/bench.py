@@ -10,6 +10,7 @@ measured separately and excluded from "host overhead". Medians over several forw
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -108,26 +109,36 @@ def bert_forward(model, ids, mask):
 
 
 def host_overhead(model, ids, mask, forwards: int) -> dict:
+    """Host overhead per aten op over bert-large forwards, measured two ways in the same run:
+    shadow execution off (the mock device running as hardware does: this is the figure against the target)
+    and on (the mock's CPU stand-in computing every value; it is excluded from the time, but the megabytes
+    it streams leave the caches cold for the code that runs after it, so this figure is higher)."""
     d_ids, d_mask = ids.to(DEV), mask.to(DEV)
     bert_forward(model, d_ids, d_mask)  # warm-up: programs built
     timer = HostTimer().install()
-    per_op, totals = [], []
+    result = {}
     try:
-        for _ in range(forwards):
-            timer.reset()
-            ttnn_eager.reset_stats()
-            start = time.perf_counter()
-            bert_forward(model, d_ids, d_mask)
-            totals.append(time.perf_counter() - start)
-            n = ttnn_eager.stats()["aten_ops"]
-            per_op.append(timer.overhead / n)
-            last = dict(dispatch=timer.dispatch, ttnn=timer.ttnn, shadow=timer.shadow, aten=n)
+        for mode in ("shadow_off", "shadow_on"):
+            per_op, totals = [], []
+            for _ in range(forwards):
+                timer.reset()
+                ttnn_eager.reset_stats()
+                with device_api.shadows_off() if mode == "shadow_off" else contextlib.nullcontext():
+                    start = perf_counter()
+                    bert_forward(model, d_ids, d_mask)
+                    totals.append(perf_counter() - start)
+                n = ttnn_eager.stats()["aten_ops"]
+                per_op.append(timer.overhead / n)
+                breakdown = {"aten_ops": n, "us_per_aten_op": {
+                    "in_backend": 1e6 * timer.dispatch / n, "in_ttnn_calls": 1e6 * timer.ttnn / n,
+                    "in_shadow_execution": 1e6 * timer.shadow / n, "ours": 1e6 * timer.overhead / n}}
+            result[mode] = {"host_overhead_us_per_aten_op": 1e6 * statistics.median(per_op),
+                            "host_overhead_us_samples": [round(1e6 * x, 2) for x in per_op],
+                            "forward_seconds_median": statistics.median(totals),
+                            "last_forward": breakdown}
     finally:
         timer.uninstall()
-    return {"host_overhead_us_per_aten_op": 1e6 * statistics.median(per_op),
-            "host_overhead_us_samples": [round(1e6 * x, 2) for x in per_op],
-            "forward_seconds_median": statistics.median(totals),
-            "last_forward_breakdown_s": last}
+    return result
 
 
 MICRO_OPS = {
@@ -137,32 +148,68 @@ MICRO_OPS = {
 }
 
 
+def _median_per_op(fn, args, timer, repeats: int) -> tuple:
+    """(our host overhead, wall time) per aten op, medians of 5 rounds of `repeats` calls."""
+    ours, wall = [], []
+    for _ in range(5):
+        timer.reset()
+        ttnn_eager.reset_stats()
+        start = perf_counter()
+        for _ in range(repeats):
+            fn(*args)
+        elapsed = perf_counter() - start
+        n = ttnn_eager.stats()["aten_ops"]
+        ours.append(timer.overhead / n)
+        wall.append(elapsed / n)
+    return statistics.median(ours), statistics.median(wall)
+
+
 def micro_ops(repeats: int = 300) -> dict:
-    """Per-op host overhead on tiny tensors, beside plain PyTorch CPU dispatch of the same op."""
+    """Per-op host overhead on 32x32 tensors (shadow execution off), beside plain PyTorch CPU dispatch of the
+    same op, and the same code again with every ttnn call answered instantly by a stand-in returning the
+    real call's result ("warm": only our code runs, so the caches stay warm; the difference to the first
+    column is what a real ttnn call between two ops costs our code in cache misses)."""
     x, w = torch.randn(32, 32), torch.randn(32, 32)
     dx, dw = x.to(DEV), w.to(DEV)
     rows = {}
     timer = HostTimer().install()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), device_api.shadows_off():
             for name, fn in MICRO_OPS.items():
                 fn(dx, dw)  # warm-up: the program is built
-                samples = []
-                for _ in range(5):
-                    timer.reset()
-                    ttnn_eager.reset_stats()
-                    for _ in range(repeats):
-                        fn(dx, dw)
-                    samples.append(timer.overhead / ttnn_eager.stats()["aten_ops"])
-                start = time.perf_counter()
+                ours, wall = _median_per_op(fn, (dx, dw), timer, repeats)
+                with _instant_ttnn():
+                    warm, _ = _median_per_op(fn, (dx, dw), timer, repeats)
+                start = perf_counter()
                 for _ in range(repeats):
                     fn(x, w)
-                cpu = (time.perf_counter() - start) / repeats
-                ours = statistics.median(samples)
-                rows[name] = {"host_overhead_us": 1e6 * ours, "cpu_us": 1e6 * cpu, "ratio": ours / cpu}
+                cpu = (perf_counter() - start) / repeats
+                rows[name] = {"host_overhead_us": 1e6 * ours, "warm_host_overhead_us": 1e6 * warm,
+                              "wall_us_per_aten_op": 1e6 * wall, "cpu_us": 1e6 * cpu, "ratio": ours / cpu}
     finally:
         timer.uninstall()
     return rows
+
+
+@contextlib.contextmanager
+def _instant_ttnn():
+    """Every ttnn op returns, with no work, the result its real call gave for the same op name."""
+    resolve, results = device_api._resolve, {}
+
+    def instant(op):
+        real = resolve(op)
+
+        def call(*a, **k):
+            if op not in results:
+                results[op] = real(*a, **k)
+            return results[op]
+        return call
+    cache = {}
+    device_api._resolve = lambda op: cache.get(op) or cache.setdefault(op, instant(op))
+    try:
+        yield
+    finally:
+        device_api._resolve = resolve
 
 
 def cpu_dispatch_per_op(cfg, seq: int, forwards: int) -> dict:
@@ -269,7 +316,7 @@ def main(argv=None) -> int:
                "batch": args.batch, "seq": args.seq}
     results["host"] = host_overhead(model, ids, mask, args.forwards)
     results["cpu_reference"] = cpu_dispatch_per_op(cfg, args.seq, args.forwards)
-    results["host"]["ratio_to_cpu_dispatch"] = (results["host"]["host_overhead_us_per_aten_op"]
+    results["host"]["ratio_to_cpu_dispatch"] = (results["host"]["shadow_off"]["host_overhead_us_per_aten_op"]
                                                 / results["cpu_reference"]["cpu_us_per_aten_op"])
     results["micro_ops"] = micro_ops()
     results["second_forward"] = second_forward(model, ids, mask)
@@ -279,15 +326,20 @@ def main(argv=None) -> int:
         results["peak_memory"] = peak_memory(8, 384)
 
     h, c, s = results["host"], results["cpu_reference"], results["second_forward"]
+    off, on = h["shadow_off"], h["shadow_on"]
     rows = [
-        ("host overhead per aten op (median)", f"{h['host_overhead_us_per_aten_op']:.1f} us", "<= 10 us"),
+        ("host overhead per aten op, bert-large forward (median)", f"{off['host_overhead_us_per_aten_op']:.1f} us",
+         "<= 10 us"),
+        ("  same, shadow execution on (cold caches)", f"{on['host_overhead_us_per_aten_op']:.1f} us", "-"),
         ("plain PyTorch CPU dispatch per aten op", f"{c['cpu_us_per_aten_op']:.1f} us", "-"),
         ("ratio ours / PyTorch CPU", f"{h['ratio_to_cpu_dispatch']:.1f}x", "-"),
-        ("bert-large forward wall time (mock, median)", f"{h['forward_seconds_median']:.3f} s", "-"),
+        ("bert-large forward wall time (mock, shadow off / on)",
+         f"{off['forward_seconds_median']:.3f} s / {on['forward_seconds_median']:.3f} s", "-"),
+        ("micro ops (32x32): ours / ours warm / wall / CPU", "", "<= 10 us (ours)"),
     ]
     for name, r in results["micro_ops"].items():
-        rows.append((f"  micro op {name}: host overhead / CPU dispatch", f"{r['host_overhead_us']:.1f} us / "
-                     f"{r['cpu_us']:.1f} us ({r['ratio']:.1f}x)", "<= 10 us"))
+        rows.append((f"  {name}", f"{r['host_overhead_us']:.1f} / {r['warm_host_overhead_us']:.1f} / "
+                     f"{r['wall_us_per_aten_op']:.1f} / {r['cpu_us']:.1f} us", ""))
     for attn, r in results["ops_per_layer"].items():
         rows.append((f"TT-NN ops per encoder layer ({attn})", f"{r['ttnn_ops_per_layer']:g}",
                      f"<= {2 * HAND_WRITTEN_OPS_PER_LAYER} (2x hand-written {HAND_WRITTEN_OPS_PER_LAYER}), "
@@ -305,9 +357,9 @@ def main(argv=None) -> int:
                      f"(weights {m['after_model_to_bytes'] / 2**20:.0f} MiB)", "-"))
     width = max(len(r[0]) for r in rows)
     print(f"ttnn_eager benchmark: {results['model']}, batch {args.batch}, seq {args.seq}, {results['device']}")
-    print(f"{'measure':<{width}}  {'value':<28}  target")
+    print(f"{'measure':<{width}}  {'value':<30}  target")
     for name, value, target in rows:
-        print(f"{name:<{width}}  {value:<28}  {target}")
+        print(f"{name:<{width}}  {value:<30}  {target}")
     if args.json:
         text = json.dumps(results, indent=1, default=str)
         if args.json == "-":

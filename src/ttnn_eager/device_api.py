@@ -212,11 +212,12 @@ def _golden_input(x):
 
 
 def _unwrap(x):
-    """A ttnn call's argument: Handles become their ttnn tensors (also inside a list, e.g. concat's inputs)."""
+    """A ttnn call's argument: Handles become their ttnn tensors, also a list of Handles (concat's inputs);
+    other lists (shapes, dims) are passed as they are."""
     if type(x) is Handle:
         return x.tt
-    if type(x) is list:
-        return [_unwrap(y) for y in x]
+    if type(x) is list and x and type(x[0]) is Handle:
+        return [y.tt for y in x]
     return x
 
 
@@ -224,10 +225,8 @@ def _first_handle(args):
     for a in args:
         if type(a) is Handle:
             return a
-        if type(a) is list:
-            h = _first_handle(a)
-            if h is not None:
-                return h
+        if type(a) is list and a and type(a[0]) is Handle:
+            return a[0]
     return None
 
 

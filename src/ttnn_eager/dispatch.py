@@ -162,23 +162,24 @@ def _track_views(entry, result, hargs, hkwargs):
 
 def _finish(aliases, result, args, kwargs):
     """Wrap Handles as TtnnTensors; in-place/out= outputs are the tensors the caller passed."""
-    single = not isinstance(result, (list, tuple))
+    single = type(result) is not list and type(result) is not tuple
     outs = [result] if single else list(result)
     for ri, where, name, is_write in aliases:
         if ri >= len(outs):
             continue
-        orig = _get(args, kwargs, where, name)
+        orig = args[where] if type(where) is int and where < len(args) else kwargs.get(name)
         if is_write:
-            if outs[ri] is not orig and isinstance(outs[ri], api.Handle):
+            if outs[ri] is not orig and type(outs[ri]) is api.Handle:
                 write_into(orig, outs[ri])
             outs[ri] = orig
-        elif isinstance(outs[ri], api.Handle) and torch.is_inference_mode_enabled() \
+        elif type(outs[ri]) is api.Handle and torch.is_inference_mode_enabled() \
                 and isinstance(orig, torch.Tensor) and not orig.is_inference():
             # a view of a normal tensor made inside inference_mode must itself be a normal tensor
             with torch.inference_mode(False):
                 outs[ri] = TtnnTensor(outs[ri])
-    outs = [_wrap(o) for o in outs]
-    return outs[0] if single else tuple(outs)
+    if single:
+        return _wrap(outs[0])
+    return tuple(_wrap(o) for o in outs)
 
 
 # ----------------------------------------------------------------------------------------------- entry

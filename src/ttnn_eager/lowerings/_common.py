@@ -23,6 +23,8 @@ def index_of(device) -> int:
 
 def dim(d: int, ndim: int) -> int:
     """A dimension index made non-negative (PyTorch's wrap rule; 0-d tensors accept 0 and -1)."""
+    if 0 <= d < ndim:
+        return d
     n = max(ndim, 1)
     if not -n <= d < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")

@@ -98,10 +98,11 @@ def squeeze(x, dims=None):
 def permute_handle(x: api.Handle, dims) -> api.Handle:
     n = len(x.shape)
     dims = [dim(d, n) for d in dims]
-    if sorted(dims) != list(range(n)):
-        raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
-    if dims == list(range(n)):
+    identity = list(range(n))
+    if dims == identity:
         return x
+    if sorted(dims) != identity:
+        raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
     shape = [x.shape[d] for d in dims]
     if x.shape.numel() == 0 or x.tt is None:
         return _without_data(x, shape)
@@ -120,7 +121,7 @@ def transpose(x, dim0, dim1):
         return x
     order = list(range(n))
     a, b = dim(dim0, n), dim(dim1, n)
-    order[a], order[b] = order[b], order[a]
+    order[a], order[b] = b, a
     return permute_handle(x, order)
 
 
