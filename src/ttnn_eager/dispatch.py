@@ -61,8 +61,9 @@ class _Call:
 
     __slots__ = ("index", "promote", "mixed")
 
-    def __init__(self, mixed: bool):
-        self.index, self.promote, self.mixed = None, None, mixed
+    def __init__(self, mixed: bool, index: int | None = None, promote: list | None = None):
+        # index: the device of the tensor arguments seen so far; promote: the PROMOTE handles seen so far
+        self.index, self.promote, self.mixed = index, promote if promote is not None else [], mixed
 
     def arg(self, a, need):
         if isinstance(a, TtnnTensor):
@@ -76,8 +77,6 @@ class _Call:
             if need is None:
                 return h
             if need.dtype == "promote":
-                if self.promote is None:
-                    self.promote = []
                 self.promote.append(h)
                 return h
             return layout.ensure(h, need)
@@ -197,13 +196,39 @@ def _dispatch(func, args, kwargs):
     counters.aten_calls[id(func)] += 1  # counters.count_aten, inlined
     if id(func) not in counters.aten_ops:
         counters.aten_ops[id(func)] = func
-    call = _Call(entry.mixed_devices)
+    # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
+    # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
+    # (or any kwarg) hands this call over to _Call, which does the general work.
     hargs = list(args)
+    call = index = None
+    promote = []
     for pos, need in entry.tensor_positions:
-        if pos < len(hargs):
-            hargs[pos] = call.arg(hargs[pos], need)
-    hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()} if kwargs else {}
-    if call.promote is not None:
+        if pos >= len(hargs):
+            break
+        a = hargs[pos]
+        if call is None and type(a) is TtnnTensor:
+            h = a._handle
+            tt = h.tt
+            if h.source is None and tt is not None and (index is None or h.index == index) \
+                    and (need.layout is None or tt.layout == need.layout):
+                kind = need.dtype
+                if kind == "keep" or kind == "float" and layout.is_float(tt.dtype) \
+                        or kind == "promote" and (not promote or tt.dtype == promote[0].tt.dtype):
+                    if kind == "promote":
+                        promote.append(h)
+                    index = h.index
+                    hargs[pos] = h
+                    continue
+        if call is None:
+            call = _Call(entry.mixed_devices, index, promote)
+        hargs[pos] = call.arg(a, need)
+    if kwargs:
+        if call is None:
+            call = _Call(entry.mixed_devices, index, promote)
+        hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
+    else:
+        hkwargs = {}
+    if call is not None and call.promote:
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     try:
         result = entry.fn(*hargs, **hkwargs)

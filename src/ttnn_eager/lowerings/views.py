@@ -103,9 +103,8 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         return x
     if sorted(dims) != identity:
         raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
-    shape = [x.shape[d] for d in dims]
     if x.shape.numel() == 0 or x.tt is None:
-        return _without_data(x, shape)
+        return _without_data(x, [x.shape[d] for d in dims])
     return same_values(api.run("permute", x, dims), x)
 
 
