@@ -91,3 +91,71 @@ def test_in_place_write_through_a_reshaped_view_raises_instead_of_silently_copyi
     assert torch.equal(x.cpu(), torch.zeros(3, 4))  # nothing half-done
     x.detach().add_(1)  # same-shape alias: shares the device tensor, so the write is seen by both
     assert torch.equal(x.cpu(), torch.ones(3, 4))
+
+
+# ----------------------------------------------------------------------------------------------- fast paths
+_DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.bool]
+
+
+def _operand(dtype, shape, negative=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randint(-6 if negative else 0, 7, shape, generator=g)
+    return (v % 2).bool() if dtype == torch.bool else v.to(dtype)
+
+
+@pytest.mark.parametrize("op", [torch.add, torch.sub, torch.mul])
+def test_mixed_dtype_operands_promote_like_pytorch(op):
+    """Every pairing of operand dtypes (integers with and without negative values, so both uint32 and int32
+    storage meet floats) gives PyTorch's result dtype and exact values: the inline argument path may only
+    skip work when the operands already share a device dtype."""
+    for i, a_dtype in enumerate(_DTYPES):
+        for j, b_dtype in enumerate(_DTYPES):
+            if op is torch.sub and torch.bool in (a_dtype, b_dtype):
+                continue  # PyTorch refuses bool subtraction
+            for negative in (False, True):
+                a = _operand(a_dtype, (3, 5), negative, seed=i)
+                b = _operand(b_dtype, (5,), negative, seed=10 + j)
+                want = op(a, b)
+                got = op(a.to(DEV), b.to(DEV))
+                assert got.dtype == want.dtype, (op, a_dtype, b_dtype)
+                assert torch.equal(got.cpu(), want), (op, a_dtype, b_dtype, negative)
+
+
+def test_cached_type_promotion_matches_torch_result_type():
+    from ttnn_eager import device_api as api
+    from ttnn_eager.lowerings._common import result_dtype
+    handles = {(dt, zero_dim): api.Handle(None, None, dt, () if zero_dim else (2,), 0)
+               for dt in _DTYPES + [torch.float16] for zero_dim in (False, True)}
+    probes = {k: torch.zeros(() if k[1] else (2,), dtype=k[0]) for k in handles}
+    scalars = [True, 3, -2, 2.5]
+    for ka, ha in handles.items():
+        for kb, hb in handles.items():
+            assert result_dtype(ha, hb) == torch.result_type(probes[ka], probes[kb]), (ka, kb)
+        for s in scalars:
+            assert result_dtype(ha, s) == torch.result_type(probes[ka], s), (ka, s)
+            assert result_dtype(s, ha) == torch.result_type(s, probes[ka]), (s, ka)
+
+
+def test_fallback_warning_points_at_the_callers_line():
+    d = torch.rand(3, 4).to(DEV)
+    from ttnn_eager import dispatch
+    dispatch._warned.discard(torch.ops.aten.cummax.default)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cummax(d, dim=1)
+    named = [w for w in caught if "aten.cummax.default" in str(w.message)]
+    assert len(named) == 1 and named[0].filename == __file__
+
+
+def test_shadows_off_gives_unknown_values_never_wrong_ones():
+    """device_api.shadows_off (benchmarks' hardware-like mode) must not turn into silent zeros: a value
+    computed inside is unknown, downloading it raises, and so does anything computed from it later."""
+    from ttnn_eager import device_api as api
+    x = torch.rand(4, 32).to(DEV)
+    with api.shadows_off():
+        y = torch.nn.functional.gelu(x) + 1
+    z = y * 2  # shadow execution is back on, but y's value is unknown
+    for t in (y, z):
+        with pytest.raises(RuntimeError, match="unknown"):
+            t.cpu()
+    assert torch.allclose((x * 2).cpu(), x.cpu() * 2)  # values made outside are unaffected

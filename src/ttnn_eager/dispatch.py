@@ -97,12 +97,15 @@ class _Call:
         if new is self.promote:
             return hargs, hkwargs
         promoted = dict(zip(map(id, self.promote), new))
+        return _swap(hargs, promoted), {k: _swap(v, promoted) for k, v in hkwargs.items()}
 
-        def swap(x):
-            if type(x) in (list, tuple):
-                return type(x)(swap(y) for y in x)
-            return promoted.get(id(x), x)
-        return swap(hargs), {k: swap(v) for k, v in hkwargs.items()}
+
+def _swap(x, new: dict):
+    """x with every handle h replaced by new[id(h)] (a module-level function: a recursive closure would be a
+    reference cycle keeping the call's device tensors alive until the garbage collector runs)."""
+    if type(x) in (list, tuple):
+        return type(x)(_swap(y, new) for y in x)
+    return new.get(id(x), x)
 
 
 def _wrap(x):
