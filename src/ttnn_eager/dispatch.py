@@ -13,7 +13,7 @@
          mode an error naming the op instead.
 
 Views: TT-NN tensors have no strides, so a view whose shape differs from its base gets its own device
-tensor. Its handle remembers how it was derived (`_track_views`); when the base has been written in place
+tensor. Its handle remembers how it was derived (`_finish`); when the base has been written in place
 since, the view is re-derived before use (`refresh`), and a write through such a view is refused
 (`write_into`) instead of silently missing the base.
 """
@@ -149,38 +149,33 @@ def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     return target
 
 
-def _track_views(entry, result, hargs, hkwargs):
-    """Remember how each view output with its own device tensor derives from its base (for refresh)."""
-    for ri, where, name, is_write in entry.aliases:
-        if is_write:
-            continue
-        base = hargs[where] if isinstance(where, int) and where < len(hargs) else hkwargs.get(name)
-        outs = result if isinstance(result, (list, tuple)) else [result]
-        for pos, out in enumerate(outs):
-            if isinstance(out, api.Handle) and out is not base and isinstance(base, api.Handle):
-                out.source = (base, base.version, entry.fn, hargs, hkwargs,
-                              pos if isinstance(result, (list, tuple)) else None)
-
-
-def _finish(aliases, result, args, kwargs):
-    """Wrap Handles as TtnnTensors; in-place/out= outputs are the tensors the caller passed."""
+def _finish(entry, result, args, kwargs, hargs, hkwargs):
+    """The result of an op whose outputs alias an input (schema alias annotations): a view output with its
+    own device tensor remembers how it derives from its base (for refresh); an in-place/out= output is the
+    tensor the caller passed, now holding the result."""
     single = type(result) is not list and type(result) is not tuple
     outs = [result] if single else list(result)
-    for ri, where, name, is_write in aliases:
-        if ri >= len(outs):
-            continue
-        orig = args[where] if type(where) is int and where < len(args) else kwargs.get(name)
+    for ri, where, name, is_write in entry.aliases:
         if is_write:
-            if outs[ri] is not orig and type(outs[ri]) is api.Handle:
-                write_into(orig, outs[ri])
-            outs[ri] = orig
-        elif type(outs[ri]) is api.Handle and torch.is_inference_mode_enabled() \
-                and isinstance(orig, torch.Tensor) and not orig.is_inference():
-            # a view of a normal tensor made inside inference_mode must itself be a normal tensor
-            with torch.inference_mode(False):
-                outs[ri] = TtnnTensor(outs[ri])
+            if ri < len(outs):
+                orig = args[where] if type(where) is int and where < len(args) else kwargs.get(name)
+                if outs[ri] is not orig and type(outs[ri]) is api.Handle:
+                    write_into(orig, outs[ri])
+                outs[ri] = orig
+            continue
+        base = hargs[where] if type(where) is int and where < len(hargs) else hkwargs.get(name)
+        if type(base) is api.Handle:
+            for pos, out in enumerate(outs):
+                if type(out) is api.Handle and out is not base:
+                    out.source = (base, base.version, entry.fn, hargs, hkwargs, None if single else pos)
+        if ri < len(outs) and type(outs[ri]) is api.Handle and torch.is_inference_mode_enabled():
+            orig = args[where] if type(where) is int and where < len(args) else kwargs.get(name)
+            if isinstance(orig, torch.Tensor) and not orig.is_inference():
+                # a view of a normal tensor made inside inference_mode must itself be a normal tensor
+                with torch.inference_mode(False):
+                    outs[ri] = TtnnTensor(outs[ri])
     if single:
-        return _wrap(outs[0])
+        return TtnnTensor(outs[0]) if type(outs[0]) is api.Handle else _wrap(outs[0])
     return tuple(_wrap(o) for o in outs)
 
 
@@ -240,9 +235,7 @@ def _dispatch(func, args, kwargs):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs)
     if entry.aliases:
-        if entry.views:
-            _track_views(entry, result, hargs, hkwargs)
-        return _finish(entry.aliases, result, args, kwargs)
+        return _finish(entry, result, args, kwargs, hargs, hkwargs)
     if type(result) is api.Handle:
         return TtnnTensor(result)
     return _wrap(result)

@@ -34,8 +34,7 @@ class Lowering:
     # Worked out once from the schema, so that dispatch does no schema work per call:
     tensor_positions: tuple = ()  # (position, Need) of each positional tensor argument
     by_name: dict = dataclasses.field(default_factory=dict)  # Need of each argument by name (None: no tensor)
-    aliases: tuple = ()      # output_aliases(op)
-    views: bool = False      # the op returns views of an input (schema alias annotations, no write)
+    aliases: tuple = ()      # output_aliases(op): views and in-place/out= results
 
     def __post_init__(self):
         names = []
@@ -52,7 +51,6 @@ class Lowering:
         self.tensor_positions = tuple((i, n) for i, n in enumerate(positional) if n is not None)
         self.by_name = {name: n for name, n, _ in names}
         self.aliases = output_aliases(self.op)
-        self.views = any(r.alias_info is not None and not r.alias_info.is_write for r in self.op._schema.returns)
 
     def need_summary(self) -> str:
         parts = []

@@ -70,6 +70,8 @@ def check_broadcast(a, b) -> None:
 
 def contiguous_shape(shape, numel: int) -> tuple:
     """Resolve a -1 in a view/reshape size."""
+    if -1 not in shape:
+        return tuple(shape)
     shape = list(shape)
     if -1 in shape:
         known = 1
