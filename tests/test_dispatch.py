@@ -159,3 +159,32 @@ def test_shadows_off_gives_unknown_values_never_wrong_ones():
         with pytest.raises(RuntimeError, match="unknown"):
             t.cpu()
     assert torch.allclose((x * 2).cpu(), x.cpu() * 2)  # values made outside are unaffected
+
+
+def test_whole_ops_reach_the_backend_directly_and_dispatch_modes_still_see_them():
+    """linear / layer_norm / sdpa go from their autograd kernel straight to the backend (no second trip
+    through PyTorch's dispatcher) -- unless a TorchDispatchMode is active, which must see them as usual."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from ttnn_eager import counters
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x, w, b = torch.rand(4, 64) - 0.5, torch.rand(32, 64) - 0.5, torch.rand(32)
+    ref = torch.nn.functional.linear(*(t.to(torch.bfloat16).float() for t in (x, w, b)))
+    d = [t.to(DEV) for t in (x, w, b)]
+    with torch.no_grad():
+        ttnn_eager.reset_stats()
+        direct = torch.nn.functional.linear(*d)
+        assert counters.aten_by_op() == {torch.ops.aten.linear.default: 1}
+        with Seen() as mode:
+            seen = torch.nn.functional.linear(*d)
+    assert mode.ops == [torch.ops.aten.linear.default]
+    for out in (direct, seen):
+        assert (out.cpu() - ref).abs().max() < 0.05
