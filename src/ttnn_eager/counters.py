@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import collections
 
-KEYS = ("aten_ops", "ttnn_ops", "fallbacks", "layout_conversions", "host_to_device", "device_to_host")
-
-counts: dict[str, int] = dict.fromkeys(KEYS, 0)
+# aten_ops and ttnn_ops are the sums of the per-op Counters below (one increment per op, not two)
+counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host"), 0)
 aten_calls: collections.Counter = collections.Counter()  # id(aten op) -> calls
 aten_ops: dict = {}                                      # id(aten op) -> aten op (never reset)
 ttnn_by_op: collections.Counter = collections.Counter()
@@ -39,11 +38,11 @@ def aten_by_op(calls: collections.Counter | None = None) -> collections.Counter:
 
 def stats() -> dict:
     """The counters since the last `reset_stats()`, as a plain dict."""
-    return dict(counts)
+    return {"aten_ops": sum(aten_calls.values()), "ttnn_ops": sum(ttnn_by_op.values()), **counts}
 
 
 def reset_stats() -> None:
-    for k in KEYS:
+    for k in counts:
         counts[k] = 0
     aten_calls.clear()
     ttnn_by_op.clear()

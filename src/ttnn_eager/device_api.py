@@ -324,7 +324,6 @@ class _OutOfMemoryGuard:
 
 # ----------------------------------------------------------------------------------------------- the verbs
 def _count(op: str) -> None:
-    counters.counts["ttnn_ops"] += 1
     counters.ttnn_by_op[op] += 1
     if counters.profile is not None:
         counters.profile.on_ttnn(op)

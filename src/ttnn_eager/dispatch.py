@@ -190,7 +190,6 @@ def _dispatch(func, args, kwargs):
     entry = BY_ID.get(id(func))
     if entry is None:
         return _unlowered(func, args, kwargs)
-    counters.counts["aten_ops"] += 1
     counters.aten_calls[id(func)] += 1  # counters.count_aten, inlined
     if id(func) not in counters.aten_ops:
         counters.aten_ops[id(func)] = func
@@ -251,7 +250,6 @@ def _unlowered(func, args, kwargs):
     derived = _functional_of(func)
     if derived is not None:
         return _run_derived(func, derived, args, kwargs)
-    counters.counts["aten_ops"] += 1
     counters.count_aten(func)
     return fallback(func, args, kwargs)
 

@@ -41,8 +41,8 @@ def record_ops():
         rec.fallbacks.update({str(k): v for k, v in counters.fallback_by_op.items()})
         rec.stats = counters.stats()
         counts, aten, ttnn, fallbacks = saved
-        for k, v in rec.stats.items():
-            counters.counts[k] = counts[k] + v
+        for k, v in counts.items():
+            counters.counts[k] += v
         for mine, theirs in ((counters.aten_calls, aten), (counters.ttnn_by_op, ttnn),
                              (counters.fallback_by_op, fallbacks)):
             mine.update(theirs)
