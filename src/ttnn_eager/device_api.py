@@ -49,6 +49,7 @@ _HOST_DTYPE = {
 }
 _BLOCK_FLOAT = (ttnn.bfloat8_b, ttnn.bfloat4_b)
 _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32: 4, ttnn.bfloat8_b: 1.0625}
+_PRECHECK_BYTES = 64 << 20  # constants from this size up are checked against free device memory first
 # Keyword arguments that steer how the device computes, not what: never passed to a golden function.
 _DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
 
@@ -414,9 +415,10 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
     **kwargs)`, no transfer."""
     what = f"ttnn.{op} of shape {args[0] if args else ()}"
     if op in ("full", "zeros", "ones") and args:
-        # ttnn builds a constant tensor on the host before moving it: refuse one that cannot fit up front
+        # ttnn builds a constant tensor on the host before moving it: refuse a large one that cannot fit up
+        # front (reading the allocator costs ~100 us, so small ones are left to the allocator's own error)
         nbytes = math.prod(args[0]) * _ELEMENT_BYTES.get(tt_dtype, 4)
-        if nbytes > memory_capacity(index) - memory_allocated(index):
+        if nbytes >= _PRECHECK_BYTES and nbytes > memory_capacity(index) - memory_allocated(index):
             with _OutOfMemoryGuard(index, what):
                 raise RuntimeError(f"Out of Memory: cannot allocate {nbytes} B")
     with _OutOfMemoryGuard(index, what):
