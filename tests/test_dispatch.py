@@ -154,6 +154,8 @@ def test_shadows_off_gives_unknown_values_never_wrong_ones():
     x = torch.rand(4, 32).to(DEV)
     with api.shadows_off():
         y = torch.nn.functional.gelu(x) + 1
+        uploaded = torch.arange(4.0).to(DEV)  # an upload's value is known
+    assert torch.equal(uploaded.cpu(), torch.arange(4.0))
     z = y * 2  # shadow execution is back on, but y's value is unknown
     for t in (y, z):
         with pytest.raises(RuntimeError, match="unknown"):

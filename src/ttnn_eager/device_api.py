@@ -343,7 +343,7 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
     with _OutOfMemoryGuard(index, f"a {tuple(value.shape)} tensor from the host"):
         tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
-    shadow = _round(src, tt_dtype) if _shadowing else None
+    shadow = _round(src, tt_dtype) if MOCK else None  # an upload's value is known, shadows off or on
     return Handle(tt, shadow, dtype or value.dtype, value.shape, index, bounds)
 
 
@@ -400,8 +400,8 @@ def shadow(op: str, args, kwargs, outs) -> list:
 @contextlib.contextmanager
 def shadows_off():
     """Benchmarks only: within this block a mock device runs as hardware does, with no shadow execution, so
-    host time is measured without the CPU stand-in's work (and its cache traffic). The values of tensors
-    made inside are unknown: downloading one raises."""
+    host time is measured without the CPU stand-in's work (and its cache traffic). The values of the results
+    of ttnn ops run inside (and of anything later computed from them) are unknown: downloading one raises."""
     global _shadowing
     saved, _shadowing = _shadowing, False
     try:
