@@ -25,7 +25,7 @@ profile = None  # the active report.Report, if any (it times dispatch and attrib
 
 
 def count_aten(func) -> None:
-    """One call of aten op `func` (dispatch inlines this on its hot path)."""
+    """One call of aten op `func`."""
     aten_calls[id(func)] += 1
     aten_ops.setdefault(id(func), func)
 

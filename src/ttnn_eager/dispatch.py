@@ -158,25 +158,23 @@ def _finish(entry, result, args, kwargs, hargs, hkwargs):
     for ri, where, name, is_write in entry.aliases:
         if is_write:
             if ri < len(outs):
-                orig = args[where] if type(where) is int and where < len(args) else kwargs.get(name)
+                orig = _get(args, kwargs, where, name)
                 if outs[ri] is not orig and type(outs[ri]) is api.Handle:
                     write_into(orig, outs[ri])
                 outs[ri] = orig
             continue
-        base = hargs[where] if type(where) is int and where < len(hargs) else hkwargs.get(name)
+        base = _get(hargs, hkwargs, where, name)
         if type(base) is api.Handle:
             for pos, out in enumerate(outs):
                 if type(out) is api.Handle and out is not base:
                     out.source = (base, base.version, entry.fn, hargs, hkwargs, None if single else pos)
         if ri < len(outs) and type(outs[ri]) is api.Handle and torch.is_inference_mode_enabled():
-            orig = args[where] if type(where) is int and where < len(args) else kwargs.get(name)
+            orig = _get(args, kwargs, where, name)
             if isinstance(orig, torch.Tensor) and not orig.is_inference():
                 # a view of a normal tensor made inside inference_mode must itself be a normal tensor
                 with torch.inference_mode(False):
                     outs[ri] = TtnnTensor(outs[ri])
-    if single:
-        return TtnnTensor(outs[0]) if type(outs[0]) is api.Handle else _wrap(outs[0])
-    return tuple(_wrap(o) for o in outs)
+    return _wrap(outs[0]) if single else tuple(_wrap(o) for o in outs)
 
 
 # ----------------------------------------------------------------------------------------------- entry
@@ -190,9 +188,7 @@ def _dispatch(func, args, kwargs):
     entry = BY_ID.get(id(func))
     if entry is None:
         return _unlowered(func, args, kwargs)
-    counters.aten_calls[id(func)] += 1  # counters.count_aten, inlined
-    if id(func) not in counters.aten_ops:
-        counters.aten_ops[id(func)] = func
+    counters.count_aten(func)
     # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
     # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
     # (or any kwarg) hands this call over to _Call, which does the general work.
@@ -207,15 +203,13 @@ def _dispatch(func, args, kwargs):
             h = a._handle
             tt = h.tt
             if h.source is None and tt is not None and (index is None or h.index == index) \
-                    and (need.layout is None or tt.layout == need.layout):
-                kind = need.dtype
-                if kind == "keep" or kind == "float" and layout.is_float(tt.dtype) \
-                        or kind == "promote" and (not promote or tt.dtype == promote[0].tt.dtype):
-                    if kind == "promote":
-                        promote.append(h)
-                    index = h.index
-                    hargs[pos] = h
-                    continue
+                    and layout.satisfies(tt, need) \
+                    and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
+                if need.dtype == "promote":
+                    promote.append(h)
+                index = h.index
+                hargs[pos] = h
+                continue
         if call is None:
             call = _Call(entry.mixed_devices, index, promote)
         hargs[pos] = call.arg(a, need)
@@ -235,8 +229,6 @@ def _dispatch(func, args, kwargs):
         return fallback(func, args, kwargs)
     if entry.aliases:
         return _finish(entry, result, args, kwargs, hargs, hkwargs)
-    if type(result) is api.Handle:
-        return TtnnTensor(result)
     return _wrap(result)
 
 

@@ -149,28 +149,34 @@ def is_float(tt_dtype) -> bool:
     return tt_dtype in _FLOAT_TT
 
 
+def satisfies(tt, need: Need) -> bool:
+    """The device tensor `tt` is already in the form `need` asks for, so `ensure` has nothing to do (for
+    PROMOTE: its layout; one dtype across the arguments is ensure_promoted's to check)."""
+    if need.layout is not None and tt.layout != need.layout:
+        return False
+    kind = need.dtype
+    return (kind == "keep" or kind == "promote" or kind == "float" and is_float(tt.dtype)
+            or kind == "signed" and tt.dtype != api.UINT32 or kind == "uint32" and tt.dtype == api.UINT32
+            or kind == "bfloat16" and tt.dtype != api.BFLOAT8_B)
+
+
 def ensure(h: api.Handle, need: Need) -> api.Handle:
     """h in the form `need` asks for: layout changes and lossless widenings happen in place (and stay),
     other dtype changes give a new handle."""
     if h.tt is None:
         materialize(h)
-    kind = need.dtype
-    if kind == "keep" or kind == "promote":
-        pass
-    elif kind == "float":
-        if not is_float(h.tt.dtype):
-            h = _typecast(h, api.BFLOAT16)
-    elif kind == "signed":
-        if h.tt.dtype == api.UINT32:
-            h = _typecast(h, api.INT32)
-    elif kind == "uint32":
-        if h.tt.dtype != api.UINT32:
-            h = _typecast(h, api.UINT32)
-    elif kind == "bfloat16" and h.tt.dtype == api.BFLOAT8_B:  # widening: exact, so in place
+    if satisfies(h.tt, need):
+        return h  # the common case
+    if need.dtype == "float" and not is_float(h.tt_dtype):
+        h = _typecast(h, api.BFLOAT16)
+    elif need.dtype == "signed" and h.tt_dtype == api.UINT32:
+        h = _typecast(h, api.INT32)
+    elif need.dtype == "uint32" and h.tt_dtype != api.UINT32:
+        h = _typecast(h, api.UINT32)
+    elif need.dtype == "bfloat16" and h.tt_dtype == api.BFLOAT8_B:  # widening: exact, so in place
         new = _typecast(h, api.BFLOAT16)
         h.tt, h.shadow = new.tt, new.shadow
-    if need.layout is not None and h.tt.layout != need.layout:
-        _relayout(h, need.layout)
+    _relayout(h, need.layout)
     return h
 
 
@@ -187,7 +193,7 @@ def ensure_promoted(handles: list) -> list:
     """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32 (uint32 when
     all are uint32)."""
     first = handles[0].tt.dtype if handles[0].tt is not None else None
-    if all(h.tt is not None and h.tt.layout == api.TILE and h.tt.dtype == first for h in handles):
+    if all(h.tt is not None and satisfies(h.tt, PROMOTE) and h.tt.dtype == first for h in handles):
         return handles  # the common case: nothing to do
     handles = [ensure(h, TILE) for h in handles]
     first = handles[0].tt.dtype

@@ -9,17 +9,14 @@ its handle dies.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 
-_DEVICES: dict = {}
-
-
+@functools.lru_cache(maxsize=None)
 def torch_device(index: int) -> torch.device:
-    device = _DEVICES.get(index)
-    if device is None:
-        device = _DEVICES[index] = torch.device("ttnn", index)
-    return device
+    return torch.device("ttnn", index)
 
 
 class TtnnTensor(torch.Tensor):
@@ -28,9 +25,8 @@ class TtnnTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, handle, requires_grad: bool = False):
-        device = _DEVICES.get(handle.index) or torch_device(handle.index)
-        r = torch.Tensor._make_wrapper_subclass(cls, handle.shape, dtype=handle.dtype, device=device,
-                                                requires_grad=requires_grad)
+        r = torch.Tensor._make_wrapper_subclass(cls, handle.shape, dtype=handle.dtype,
+                                                device=torch_device(handle.index), requires_grad=requires_grad)
         r._handle = handle
         return r
 

@@ -73,10 +73,9 @@ def contiguous_shape(shape, numel: int) -> tuple:
     if -1 not in shape:
         return tuple(shape)
     shape = list(shape)
-    if -1 in shape:
-        known = 1
-        for s in shape:
-            if s != -1:
-                known *= s
-        shape[shape.index(-1)] = numel // known if known else 0
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    shape[shape.index(-1)] = numel // known if known else 0
     return tuple(shape)
