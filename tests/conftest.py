@@ -14,6 +14,25 @@ import torch  # noqa: E402
 import ttnn_eager  # noqa: E402,F401
 
 
+COVERS: dict = {}  # property-based test name -> aten ops it exercises (any test module may add to it)
+
+
+def covers(*ops):
+    """Marks a property-based test as exercising `ops` (tests/test_fuzz.py checks every lowering has one)."""
+    def mark(fn):
+        COVERS[f"{fn.__module__}.{fn.__name__}"] = set(ops)
+        return fn
+    return mark
+
+
+def all_test_modules() -> list:
+    """Every tests/test_*.py module, imported: the guards gather what each file covers (its `CASES`, its
+    `@covers` marks), so a new family of lowerings brings its tests in a file of its own."""
+    import importlib
+    import pathlib
+    return [importlib.import_module(p.stem) for p in sorted(pathlib.Path(__file__).parent.glob("test_*.py"))]
+
+
 def pcc(a, b) -> float:
     a, b = a.detach().double().flatten(), b.detach().double().flatten()
     return float(torch.corrcoef(torch.stack([a, b]))[0, 1])

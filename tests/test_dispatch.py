@@ -190,3 +190,18 @@ def test_whole_ops_reach_the_backend_directly_and_dispatch_modes_still_see_them(
     assert mode.ops == [torch.ops.aten.linear.default]
     for out in (direct, seen):
         assert (out.cpu() - ref).abs().max() < 0.05
+
+
+def test_allowlisted_decompositions_run_on_the_device_not_the_fallback():
+    """PyTorch's decompositions (decompositions.ALLOWLIST) turn unlowered ops into lowered ones: strict mode
+    allows them, and the values are PyTorch's."""
+    from ttnn_eager import decompositions
+    x = torch.randn(3, 40).to(torch.bfloat16).float()
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        y = torch.nn.functional.leaky_relu(x.to("ttnn:0"), 0.1)
+        z = torch.nn.functional.hardtanh(x.to("ttnn:0"), -0.5, 0.5)
+    assert torch.ops.aten.leaky_relu.default in decompositions.table()
+    assert {"aten.leaky_relu.default", "aten.where.self", "aten.clamp.default"} <= set(rec.aten)
+    assert rec.fallbacks == {}
+    torch.testing.assert_close(y.cpu(), torch.nn.functional.leaky_relu(x, 0.1), atol=0.02, rtol=0.02)
+    torch.testing.assert_close(z.cpu(), torch.nn.functional.hardtanh(x, -0.5, 0.5), atol=0.01, rtol=0.01)

@@ -12,19 +12,13 @@ from hypothesis import strategies as st
 import ttnn_eager
 from ttnn_eager.dispatch import REGISTRY  # importing dispatch registers every lowering
 
+from conftest import COVERS, covers, all_test_modules
+
 DEV = "ttnn:0"
 aten = torch.ops.aten
 SIZES = [1, 2, 31, 32, 33, 100]
 FUZZ = settings(max_examples=15, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
-COVERS: dict = {}  # property name -> aten ops it exercises
-
-
-def covers(*ops):
-    def mark(fn):
-        COVERS[fn.__name__] = set(ops)
-        return fn
-    return mark
 
 
 def shapes(min_dims=1, max_dims=3, max_numel=40_000):
@@ -313,6 +307,7 @@ def test_factories_and_copies(shape, value, dtype, data):
 
 
 def test_every_lowering_has_a_property():
+    all_test_modules()  # every file's @covers marks
     covered = set().union(*COVERS.values())
     host_factories = {op for op, e in REGISTRY.items() if e.fn.__name__.startswith("host_")}  # PyTorch's own
     missing = sorted(str(op) for op in REGISTRY if op not in covered and op not in host_factories)

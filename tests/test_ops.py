@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import ttnn_eager
 from ttnn_eager.dispatch import REGISTRY  # importing dispatch registers every lowering
 
-from conftest import pcc
+from conftest import pcc, all_test_modules
 
 DEV = "ttnn:0"
 aten = torch.ops.aten
@@ -173,7 +173,8 @@ def test_op_matches_cpu(case, shape_set):
 def test_every_lowering_is_exercised():
     """A lowering without a test here (or in test_device's factory/copy tests) fails this check."""
     seen = set()
-    for fn, sets in CASES.values():
+    cases = [c for m in all_test_modules() for c in getattr(m, "CASES", {}).values()]  # every file's CASES
+    for fn, sets in cases:
         for grad_mode in (torch.no_grad, torch.inference_mode):  # inference_mode: composites arrive whole
             with grad_mode(), ttnn_eager.record_ops() as rec:
                 for inputs in sets:

@@ -8,7 +8,8 @@
          ("Expected all tensors to be on the same device ...")
       3. in-place (`add_`) and out= (`add.out`) ops with no lowering of their own run their functional op's
          lowering and write the result into the tensor PyTorch hands back
-      4. anything else runs on the CPU fallback: inputs downloaded, the op run by PyTorch on the CPU, outputs
+      4. an op whose PyTorch decomposition is allowlisted (decompositions.py) is decomposed into lowered ops
+      5. anything else runs on the CPU fallback: inputs downloaded, the op run by PyTorch on the CPU, outputs
          uploaded (in-place and out= semantics kept); warned once per op, counted in `fallbacks`; in strict
          mode an error naming the op instead.
 
@@ -26,7 +27,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from . import config, counters
+from . import config, counters, decompositions
 from . import device_api as api
 from . import layout
 from . import lowerings  # noqa: F401  (registers every lowering)
@@ -234,7 +235,8 @@ def _dispatch(func, args, kwargs):
 
 def _unlowered(func, args, kwargs):
     """An op with no lowering of its own: decomposed (CompositeImplicitAutograd), run through its functional
-    lowering (in-place, out=), or run on the CPU fallback."""
+    lowering (in-place, out=), decomposed by PyTorch's decomposition (decompositions.ALLOWLIST), or run on
+    the CPU fallback."""
     if _is_cia(func):
         r = func.decompose(*args, **kwargs)
         if r is not NotImplemented:
@@ -243,6 +245,9 @@ def _unlowered(func, args, kwargs):
     if derived is not None:
         return _run_derived(func, derived, args, kwargs)
     counters.count_aten(func)
+    decomposition = decompositions.get(func)
+    if decomposition is not None:  # PyTorch's own, into ops that are lowered (decompositions.ALLOWLIST)
+        return decomposition(*args, **kwargs)
     return fallback(func, args, kwargs)
 
 
