@@ -10,5 +10,6 @@ from . import (  # noqa: F401
     matmul,
     normalization,
     reduction,
+    scatter,
     views,
 )
