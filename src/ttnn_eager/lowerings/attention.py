@@ -15,6 +15,7 @@ import math
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import TILE
 from ..registry import Unfit, lowering
 from .views import expand
@@ -46,4 +47,5 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
             raise Unfit("mask shape")
         attn_mask = _additive_mask(attn_mask, b, h, sq, sk)
     return api.run("transformer.scaled_dot_product_attention", q, k, v, attn_mask=attn_mask,
-                   is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d))
+                   is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d),
+                   compute_kernel_config=policy.compute_config("sdpa", q.index))
