@@ -83,6 +83,17 @@ def test_dst_rounding_by_hand(fp32_out):
     assert torch.mm(a.to(DEV), b.to(DEV)).cpu()[0, 0].item() == 287.0
 
 
+@pytest.mark.parametrize("fp32_dest", [False, True])
+def test_infinity_is_not_nan(fp32_dest, restore_config):
+    """Fidelity phases split an operand into parts; an infinite operand's low part is 0, not inf - inf."""
+    a = torch.ones(2, 32)
+    a[0, 3] = torch.inf
+    b = torch.ones(32, 32)
+    ttnn_eager.configure(math_fidelity="HiFi4", fp32_dest_acc=fp32_dest)
+    out = torch.mm(a.to(DEV), b.to(DEV)).cpu()
+    assert torch.equal(out, a @ b)
+
+
 def _errors(device: bool):
     torch.manual_seed(0)
     x, w = torch.randn(64, 512).bfloat16().float(), torch.randn(96, 512).bfloat16().float()

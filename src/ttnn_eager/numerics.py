@@ -114,14 +114,19 @@ def srca_bits(x: torch.Tensor, phase: int) -> torch.Tensor:
     """SrcAFidelityBits (ELWMUL.md): the part of a SrcA value the multipliers see in `phase`."""
     if phase & 1 == 0:
         return (_bits(x) & _SRCA_HI).view(torch.float32)
-    return x - (_bits(x) & _SRCA_LO_CLEAR).view(torch.float32)
+    return _low(x, _SRCA_LO_CLEAR)
 
 
 def srcb_bits(x: torch.Tensor, phase: int) -> torch.Tensor:
     """SrcBFidelityBits (ELWMUL.md): the part of a SrcB value the multipliers see in `phase`."""
     if phase & 2 == 0:
         return (_bits(x) & _SRCB_HI).view(torch.float32)
-    return x - (_bits(x) & _SRCB_LO_CLEAR).view(torch.float32)
+    return _low(x, _SRCB_LO_CLEAR)
+
+
+def _low(x: torch.Tensor, clear: int) -> torch.Tensor:
+    """x minus x with some mantissa bits cleared: those bits' value (0 for an infinity, not inf - inf)."""
+    return (x - (_bits(x) & clear).view(torch.float32)).nan_to_num_(0.0, 0.0, 0.0)
 
 
 def round_dst(x: torch.Tensor, fp32_dest: bool) -> torch.Tensor:
@@ -134,18 +139,20 @@ def matmul(a: torch.Tensor, b: torch.Tensor, n: Numerics) -> torch.Tensor:
     """a @ b as the matrix engine computes it under `n` (a: SrcB, b: SrcA; float32 result = Dst's value)."""
     a, b = to_src(a), to_src(b)
     phases = PHASES[n.fidelity]
-    if n.fp32_dest:
-        # FP32 Dst: the phases' products summed; phases sharing a SrcB part are one product (exact sums)
-        out = None
-        for b_phase in (0, 2):
-            a_parts = [srca_bits(b, p) for p in phases if p & 2 == b_phase]
-            if not a_parts:
-                continue
-            term = srcb_bits(a, b_phase) @ functools.reduce(torch.add, a_parts)
-            out = term if out is None else out + term
-        return out
-    # 16-bit Dst: one rounding per MVMUL (a 16-long slice of the inner dimension, one fidelity phase)
-    return _dst16(a, b, phases).float()
+    if not n.fp32_dest and bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all()):
+        # 16-bit Dst: one rounding per MVMUL (a 16-long slice of the inner dimension, one fidelity phase)
+        return _dst16(a, b, phases).float()
+    # FP32 Dst: the phases' products summed; phases sharing a SrcB part are one product (exact sums).
+    # Also, rounded once, a 16-bit Dst's product of operands with infinities or NaN: the hardware is not
+    # IEEE 754 there and the documents give no model; phases must not multiply inf by a zero part into NaN.
+    out = None
+    for b_phase in (0, 2):
+        a_parts = [srca_bits(b, p) for p in phases if p & 2 == b_phase]
+        if not a_parts:
+            continue
+        term = srcb_bits(a, b_phase) @ functools.reduce(torch.add, a_parts)
+        out = term if out is None else out + term
+    return round_dst(out, n.fp32_dest)
 
 
 _GROUP_ELEMENTS = 1 << 24  # products of this many elements (64 MiB) are made at once
