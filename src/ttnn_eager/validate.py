@@ -154,13 +154,13 @@ def run(layers: int | None = None, batch: int = 2, seq: int = 128, model: str | 
         attns: tuple = ("sdpa", "eager")) -> dict:
     """The validation report (a dict; see `markdown` and `write`). `attns`: the attention implementations
     whose ops are checked one by one (the forward figures are those of sdpa attention)."""
-    import ttnn
+    from importlib import metadata
 
     import ttnn_eager
     from . import bert, device_api
 
     start = time.perf_counter()
-    report = {"ttnn_eager": ttnn_eager.__version__, "ttnn": getattr(ttnn, "__version__", "unknown"),
+    report = {"ttnn_eager": ttnn_eager.__version__, "ttnn": metadata.version("ttnn"),
               "torch": torch.__version__, "batch": batch, "seq": seq, "layers": layers, "ops": []}
     for attn in attns:
         net, source = bert.load_bert(model, attn, layers=layers)
