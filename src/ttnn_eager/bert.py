@@ -22,19 +22,23 @@ def bert_large_config(attn: str = "sdpa", **overrides):
     return cfg
 
 
-def load_bert(name_or_path: str | None, attn: str = "sdpa", seed: int = 0):
-    """(model, where it came from). With no weights reachable: bert-large's config, seeded random weights."""
+def load_bert(name_or_path: str | None, attn: str = "sdpa", seed: int = 0, layers: int | None = None):
+    """(model, where it came from). With no weights reachable: bert-large's config, seeded random weights.
+    `layers`: keep only the first N encoder layers (faster runs at the same shapes)."""
     import transformers
     name = name_or_path or "bert-large-uncased"
+    extra = {} if layers is None else {"num_hidden_layers": layers}
+    few = "" if layers is None else f", first {layers} layers"
     try:
-        model = transformers.BertModel.from_pretrained(name, attn_implementation=attn, local_files_only=True)
-        return model.eval(), f"{name} (pretrained weights)"
+        model = transformers.BertModel.from_pretrained(name, attn_implementation=attn, local_files_only=True,
+                                                       **extra)
+        return model.eval(), f"{name} (pretrained weights{few})"
     except (OSError, ValueError) as e:
         if name_or_path not in (None, "bert-large-uncased"):
             raise RuntimeError(f"could not load {name!r}: {e}") from e
     torch.manual_seed(seed)
-    model = transformers.BertModel(bert_large_config(attn)).eval()
-    return model, "bert-large-uncased config with seeded random weights (no cached weights found)"
+    model = transformers.BertModel(bert_large_config(attn, **extra)).eval()
+    return model, f"bert-large-uncased config with seeded random weights (no cached weights found{few})"
 
 
 def make_inputs(batch: int, seq: int, vocab_size: int, padded: int | None = None, seed: int = 0):
@@ -54,6 +58,15 @@ def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
     """Pearson correlation of two tensors' values."""
     a, b = a.detach().double().flatten(), b.detach().double().flatten()
     return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
+
+
+def numerics_settings() -> dict:
+    """The numerics behind the figures: the shadow's model (mock devices) and the compute-kernel configs
+    (math_fidelity, fp32_dest_acc, math_approx: those of the matrix products; compute_configs: every kind)."""
+    from ttnn_eager import config, device_api, layout
+    per_kind = {kind: layout.compute_settings(kind) for kind in layout.COMPUTE}
+    return {"shadow_numerics": config.settings["shadow_numerics"] if device_api.MOCK else "none (real device)",
+            **per_kind["matmul"], "compute_configs": per_kind, "weight_dtype": config.settings["weight_dtype"]}
 
 
 def grad_context(mode: str):
@@ -85,6 +98,7 @@ def compare(model, ids, mask, device: str = "ttnn:0", grad_mode: str = "no_grad"
     stats = ttnn_eager.stats()
     return {
         "device": f"{device_api.device_name(0)}, arch {device_api.arch_name()}",
+        **numerics_settings(),
         "pcc_last_hidden_state": pcc(hidden[valid], ref.last_hidden_state[valid]),
         "pcc_pooler_output": pcc(pooled, ref.pooler_output),
         "max_abs_err_last_hidden_state": float((hidden[valid] - ref.last_hidden_state[valid]).abs().max()),

@@ -1,7 +1,12 @@
 """`ttnn-eager`: the command line.
 
-    ttnn-eager bert [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
-                    [--weight-dtype bfloat16|bfloat8_b] [--json]
+    ttnn-eager bert [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager] [--layers N]
+                    [--weight-dtype bfloat16|bfloat8_b] [--math-fidelity F] [--fp32-dest-acc on|off]
+                    [--math-approx on|off] [--shadow-numerics hardware|exact] [--json]
+    ttnn-eager validate [--layers N] [--batch B] [--seq S] [--attn sdpa|eager|both] [--out DIR]
+                    [--weight-dtype ...] [--math-fidelity ...] ...   accuracy report (Markdown + JSON) of
+                    every op bert-large sends to the backend, at its shapes, and of its forward, on whatever
+                    device is found
     ttnn-eager ops  [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
     ttnn-eager report [--model NAME_OR_PATH] [--task base|masked-lm|sequence-classification|question-answering]
@@ -25,13 +30,30 @@ def _model_args(p):
                    help="device dtype of matmul weights (bfloat8_b: TILE only, ~half the memory)")
 
 
+def _numerics_args(p):
+    p.add_argument("--math-fidelity", choices=("LoFi", "HiFi2", "HiFi3", "HiFi4"), default=None,
+                   help="for every op that takes a compute-kernel config (default: each op's own, layout.COMPUTE)")
+    p.add_argument("--fp32-dest-acc", choices=("on", "off"), default=None, help="32-bit Dst accumulation")
+    p.add_argument("--math-approx", choices=("on", "off"), default=None, help="approximate SFPU functions")
+    p.add_argument("--shadow-numerics", choices=("hardware", "exact"), default=None,
+                   help="mock devices: the Tensix numerics model (default) or float32 golden functions")
+    p.add_argument("--layers", type=int, default=None, help="keep only the first N encoder layers")
+
+
+def _configure_numerics(args) -> None:
+    import ttnn_eager
+    onoff = {"on": True, "off": False, None: None}
+    ttnn_eager.configure(weight_dtype=args.weight_dtype, math_fidelity=args.math_fidelity,
+                         fp32_dest_acc=onoff[args.fp32_dest_acc], math_approx=onoff[args.math_approx],
+                         shadow_numerics=args.shadow_numerics)
+
+
 def cmd_bert(args) -> int:
     import torch
-    import ttnn_eager
     from ttnn_eager import bert
 
-    ttnn_eager.configure(weight_dtype=args.weight_dtype)
-    model, source = bert.load_bert(args.model, args.attn)
+    _configure_numerics(args)
+    model, source = bert.load_bert(args.model, args.attn, layers=args.layers)
     ids, mask = bert.make_inputs(args.batch, args.seq, model.config.vocab_size)
     result = {"model": source, "batch": args.batch, "seq": args.seq, "attn": args.attn,
               "weight_dtype": args.weight_dtype}
@@ -42,6 +64,8 @@ def cmd_bert(args) -> int:
     print(f"model   {source}\ndevice  {result['device']}\ninput   batch {args.batch}, seq {args.seq}, "
           f"attention {args.attn}, {args.grad}, padded positions {int((mask == 0).sum())}, "
           f"matmul weights {args.weight_dtype}")
+    print(f"numerics  shadow {result['shadow_numerics']}, matmul {result['math_fidelity']}, "
+          f"fp32_dest_acc {result['fp32_dest_acc']}, math_approx {result['math_approx']}")
     print(f"accuracy vs float32 CPU (valid positions):")
     print(f"  last_hidden_state  pearson {result['pcc_last_hidden_state']:.6f}  "
           f"max abs err {result['max_abs_err_last_hidden_state']:.4g}")
@@ -125,6 +149,17 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_validate(args) -> int:
+    from ttnn_eager import validate
+    _configure_numerics(args)
+    attns = ("sdpa", "eager") if args.attn == "both" else (args.attn,)
+    rep = validate.run(layers=args.layers, batch=args.batch, seq=args.seq, model=args.model, attns=attns)
+    md, js = validate.write(rep, args.out)
+    print(validate.markdown(rep))
+    print(f"written: {md}, {js}")
+    return 0
+
+
 def cmd_docs(args) -> int:
     from ttnn_eager import docs
     stale = docs.write_all(check=args.check)
@@ -141,7 +176,19 @@ def main(argv=None) -> int:
     _model_args(p)
     p.add_argument("--grad", choices=("no_grad", "inference_mode"), default="no_grad")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _numerics_args(p)
     p.set_defaults(fn=cmd_bert)
+    p = sub.add_parser("validate", help="accuracy report (Markdown + JSON) of every lowering bert-large "
+                       "reaches, at its shapes, and of the whole forward, on whatever device is found")
+    p.add_argument("--model", default=None, help="as for `bert` (default: bert-large-uncased or its config)")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--attn", choices=("sdpa", "eager", "both"), default="both",
+                   help="attention implementations whose ops are checked (default both)")
+    p.add_argument("--weight-dtype", choices=("bfloat16", "bfloat8_b"), default="bfloat16")
+    _numerics_args(p)
+    p.add_argument("--out", default="ttnn_eager_validation", help="directory of the report files")
+    p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("ops", help="list the aten ops a BERT forward sends to the backend")
     _model_args(p)
     p.add_argument("--grad", choices=("no_grad", "inference_mode"), default="no_grad")

@@ -4,6 +4,13 @@
     float32_storage       "bfloat16" (default) stores torch.float32 tensors as bfloat16 on the device, like a
                           TF32 switch: the torch-visible dtype stays float32. "float32" keeps them exact.
     weight_dtype          "bfloat16" (default) or "bfloat8_b": the device dtype of matmul weights.
+    math_fidelity         None (default: each op's choice in layout.COMPUTE) or "LoFi", "HiFi2", "HiFi3",
+                          "HiFi4" for every op that takes a compute-kernel config (TTNN_EAGER_MATH_FIDELITY)
+    fp32_dest_acc         None (per op) or True/False: accumulate in a 32-bit Dst (TTNN_EAGER_FP32_DEST_ACC)
+    math_approx           None (per op) or True/False: the vector engine's approximate functions
+    shadow_numerics       "hardware" (default): on a mock device, matrix-engine products are computed as the
+                          Tensix hardware does for the config in use (numerics.py); "exact": float32 golden
+                          functions (TTNN_EAGER_SHADOW_NUMERICS)
 """
 from __future__ import annotations
 
@@ -12,24 +19,52 @@ import os
 
 _FLOAT32_STORAGE = ("bfloat16", "float32")
 _WEIGHT_DTYPES = ("bfloat16", "bfloat8_b")
+FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")  # ttnn.MathFidelity, fewest phases first
+_SHADOW_NUMERICS = ("hardware", "exact")
+
+
+def _env_bool(name: str):
+    value = os.environ.get(name, "").strip().lower()
+    return None if not value else value in ("1", "true", "yes", "on")
+
 
 settings = {
     "strict": os.environ.get("TTNN_EAGER_STRICT", "0").strip().lower() in ("1", "true", "yes", "on"),
     "float32_storage": os.environ.get("TTNN_EAGER_FLOAT32_STORAGE", "bfloat16"),
     "weight_dtype": os.environ.get("TTNN_EAGER_WEIGHT_DTYPE", "bfloat16"),
+    "math_fidelity": os.environ.get("TTNN_EAGER_MATH_FIDELITY") or None,
+    "fp32_dest_acc": _env_bool("TTNN_EAGER_FP32_DEST_ACC"),
+    "math_approx": _env_bool("TTNN_EAGER_MATH_APPROX"),
+    "shadow_numerics": os.environ.get("TTNN_EAGER_SHADOW_NUMERICS", "hardware"),
 }
+_UNSET = object()  # configure's "not given" for settings where None is a value (None: each op's default)
 
 
 def configure(*, strict: bool | None = None, float32_storage: str | None = None,
-              weight_dtype: str | None = None) -> dict:
-    """Change settings; returns the previous ones (pass them back to restore)."""
+              weight_dtype: str | None = None, math_fidelity=_UNSET, fp32_dest_acc=_UNSET, math_approx=_UNSET,
+              shadow_numerics: str | None = None) -> dict:
+    """Change settings; returns the previous ones (pass them back to restore: `configure(**previous)`).
+    math_fidelity, fp32_dest_acc and math_approx take None for "each op's own choice" (layout.COMPUTE)."""
     previous = dict(settings)
+    if math_fidelity is not _UNSET and math_fidelity is not None and math_fidelity not in FIDELITIES:
+        raise ValueError(f"math_fidelity must be one of {FIDELITIES} (or None: each op's default), "
+                         f"not {math_fidelity!r}")
+    for name, value in (("fp32_dest_acc", fp32_dest_acc), ("math_approx", math_approx)):
+        if value is not _UNSET and value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be True, False or None (each op's default), not {value!r}")
+    if shadow_numerics is not None and shadow_numerics not in _SHADOW_NUMERICS:
+        raise ValueError(f"shadow_numerics must be one of {_SHADOW_NUMERICS}, not {shadow_numerics!r}")
     if float32_storage is not None and float32_storage not in _FLOAT32_STORAGE:
         raise ValueError(f"float32_storage must be one of {_FLOAT32_STORAGE}, not {float32_storage!r}")
     if weight_dtype is not None and weight_dtype not in _WEIGHT_DTYPES:
         raise ValueError(f"weight_dtype must be one of {_WEIGHT_DTYPES}, not {weight_dtype!r}")
-    for key, value in (("strict", strict), ("float32_storage", float32_storage), ("weight_dtype", weight_dtype)):
+    for key, value in (("strict", strict), ("float32_storage", float32_storage), ("weight_dtype", weight_dtype),
+                       ("shadow_numerics", shadow_numerics)):
         if value is not None:
+            settings[key] = value
+    for key, value in (("math_fidelity", math_fidelity), ("fp32_dest_acc", fp32_dest_acc),
+                       ("math_approx", math_approx)):
+        if value is not _UNSET:
             settings[key] = value
     return previous
 

@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from . import counters, runtime
+from . import counters, numerics, runtime
 
 RUNTIME = runtime.get()  # must come before `import ttnn`: it sets the variables ttnn reads
 import ttnn  # noqa: E402
@@ -386,13 +386,15 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
 
 
 def shadow(op: str, args, kwargs, outs) -> list:
-    """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows."""
+    """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows:
+    the hardware numerics model for the call's compute-kernel config where numerics.py has one, else the
+    golden function (or REFERENCES) in float32; then rounded to the output's device dtype."""
     try:
         gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
         gargs = _golden_input(args)
     except _Unknown:
         return [None] * len(outs)
-    ref = _reference(op)(*gargs, **gkwargs)
+    ref = (numerics.reference(op, kwargs.get("compute_kernel_config")) or _reference(op))(*gargs, **gkwargs)
     refs = ref if isinstance(ref, (list, tuple)) else (ref,)
     return [_round(r.reshape(shape_of(o)), o.dtype) for r, o in zip(refs, outs)]
 
@@ -434,3 +436,17 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
 def enum(name: str):
     """A ttnn enum or constant by dotted name (e.g. "GeluVariant.Tanh"), for lowerings that pass one."""
     return _resolve(name)
+
+
+def arch(index: int) -> str:
+    """The architecture of device `index` as ttnn names it (e.g. "WORMHOLE_B0", "BLACKHOLE")."""
+    return device(index).arch().name
+
+
+@functools.lru_cache(maxsize=None)
+def compute_kernel_config(index: int, math_fidelity: str, fp32_dest_acc: bool, math_approx: bool):
+    """ttnn's compute-kernel config for device `index`'s architecture (ttnn.init_device_compute_kernel_config;
+    in ttnn 0.81.1 it returns a WormholeComputeKernelConfig for Wormhole and Blackhole alike)."""
+    return ttnn.init_device_compute_kernel_config(
+        device(index).arch(), math_fidelity=getattr(ttnn.MathFidelity, math_fidelity),
+        math_approx_mode=math_approx, fp32_dest_acc_en=fp32_dest_acc, packer_l1_acc=False)

@@ -29,6 +29,22 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     (scatter)   ttnn.scatter takes TILE, but float32 only ROW_MAJOR (scatter_layout)
     INDEX       uint32, any layout (embedding and gather indices)
     TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once)
+Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering whose ttnn op takes one):
+    kind        ttnn ops                          math_fidelity  fp32_dest_acc  math_approx
+    matmul      matmul, linear                    HiFi2          True           False
+    sdpa        transformer.scaled_dot_product_attention  HiFi2  True           False
+    softmax     softmax                           HiFi4          True           False
+    layer_norm  layer_norm                        HiFi4          True           False
+    reduce      sum, mean, max, min               HiFi4          True           False
+    HiFi2 takes all 7 mantissa bits of a bfloat16 (or bfloat8_b) weight, which enters SrcA, and the top 6 of
+    the activation in SrcB (numerics.py); a 32-bit Dst keeps the long (K up to 4096) accumulations of
+    bert-large from being rounded to bfloat16 after every 16 products. Normalizations and reductions run
+    at full fidelity as TT-NN's own models do. math_approx stays off: the approximations are not documented,
+    so the shadow could not model them. configure(math_fidelity=, fp32_dest_acc=, math_approx=) overrides
+    a column for every kind. The same config class serves Wormhole B0 and Blackhole in ttnn 0.81.1
+    (WormholeComputeKernelConfig, built by ttnn.init_device_compute_kernel_config for the device's arch);
+    ARCH_CHOICES lists what each architecture accepts, and anything else is refused before ttnn is called.
+
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change that may lose information
 gives a new handle. Each conversion is counted in `layout_conversions`.
@@ -67,6 +83,49 @@ _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float1
                  torch.bool: api.BFLOAT16}
 _INT = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _FLOAT_TT = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)
+
+
+COMPUTE = {  # kind -> (math_fidelity, fp32_dest_acc, math_approx); see the module docstring
+    "matmul": ("HiFi2", True, False),
+    "sdpa": ("HiFi2", True, False),
+    "softmax": ("HiFi4", True, False),
+    "layer_norm": ("HiFi4", True, False),
+    "reduce": ("HiFi4", True, False),
+}
+_BOTH = (False, True)
+ARCH_CHOICES = {  # arch -> what its compute-kernel config accepts (ttnn 0.81.1)
+    "WORMHOLE_B0": {"math_fidelity": config.FIDELITIES, "fp32_dest_acc": _BOTH, "math_approx": _BOTH},
+    "BLACKHOLE": {"math_fidelity": config.FIDELITIES, "fp32_dest_acc": _BOTH, "math_approx": _BOTH},
+}
+_configs: dict = {}
+
+
+def compute_settings(kind: str) -> dict:
+    """The compute-kernel settings of op kind `kind` after configure()'s overrides."""
+    fidelity, fp32, approx = COMPUTE[kind]
+    s = config.settings
+    return {"math_fidelity": s["math_fidelity"] or fidelity,
+            "fp32_dest_acc": fp32 if s["fp32_dest_acc"] is None else s["fp32_dest_acc"],
+            "math_approx": approx if s["math_approx"] is None else s["math_approx"]}
+
+
+def compute_config(kind: str, index: int):
+    """The ttnn compute-kernel config for op kind `kind` on device `index` (built once per setting)."""
+    s = config.settings
+    key = (kind, index, s["math_fidelity"], s["fp32_dest_acc"], s["math_approx"])
+    ckc = _configs.get(key)
+    if ckc is None:
+        chosen = compute_settings(kind)
+        arch = api.arch(index)
+        choices = ARCH_CHOICES.get(arch)
+        if choices is None:
+            raise ValueError(f"no compute-kernel config is known for architecture {arch} "
+                             f"(known: {', '.join(ARCH_CHOICES)})")
+        for name, value in chosen.items():
+            if value not in choices[name]:
+                raise ValueError(f"{name}={value!r} is not available on {arch}; choices: {choices[name]}")
+        ckc = _configs[key] = api.compute_kernel_config(index, *chosen.values())
+    return ckc
 
 
 def float_device_dtype():

@@ -1,7 +1,7 @@
 """scaled_dot_product_attention, kept whole for inference and lowered to
 ttnn.transformer.scaled_dot_product_attention (FlashAttention-2) where it fits:
 
-    4-D [batch, heads, seq, head_dim] query/key/value, head_dim a multiple of 32, no dropout,
+    4-D [batch, heads, seq, head_dim] bfloat16 query/key/value, head_dim a multiple of 32, no dropout,
     the same number of query and key/value heads, and a mask (bool or additive) that broadcasts to
     [batch, 1 or heads, seq_q, seq_k] -- it is expanded to that shape and a bool mask becomes additive
     (0 where attended, -inf where not).
@@ -15,6 +15,7 @@ import math
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import TILE
 from ..registry import Unfit, lowering
 from .views import expand
@@ -39,6 +40,8 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
     sk = k.shape[-2]
     if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or k.shape[1] != h or v.shape[1] != h:
         raise Unfit("head_dim not a multiple of 32, dropout, or grouped heads")
+    if any(t.tt is not None and t.tt_dtype not in (api.BFLOAT16, api.BFLOAT8_B) for t in (q, k, v)):
+        raise Unfit("ttnn's sdpa takes bfloat16/bfloat8_b q, k, v only (float32 storage)")
     if attn_mask is not None and is_causal:
         raise Unfit("mask and is_causal together")
     if attn_mask is not None:
@@ -46,4 +49,5 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
             raise Unfit("mask shape")
         attn_mask = _additive_mask(attn_mask, b, h, sq, sk)
     return api.run("transformer.scaled_dot_product_attention", q, k, v, attn_mask=attn_mask,
-                   is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d))
+                   is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d),
+                   compute_kernel_config=policy.compute_config("sdpa", q.index))

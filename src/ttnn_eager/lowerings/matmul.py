@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import TILE
 from ..registry import lowering
 from .views import reshape
@@ -31,10 +32,11 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None):
     if k_a != k_b:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and "
                            f"{'x'.join(map(str, b.shape))})")
+    ckc = policy.compute_config("matmul", a.index)
     if bias is None and not transpose_b:
-        out = api.run("matmul", a, b)
+        out = api.run("matmul", a, b, compute_kernel_config=ckc)
     else:
-        out = api.run("linear", a, b, bias=bias, transpose_b=transpose_b)
+        out = api.run("linear", a, b, bias=bias, transpose_b=transpose_b, compute_kernel_config=ckc)
     if squeeze_front or squeeze_back:
         shape = list(out.shape)
         if squeeze_back:

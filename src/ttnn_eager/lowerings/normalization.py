@@ -37,7 +37,8 @@ def _check_shape(x, normalized_shape):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
     _check_shape(x, normalized_shape)
     fx, w, b = _flatten_norm_dims(x, weight, bias, normalized_shape)
-    out = api.run("layer_norm", fx, epsilon=eps, weight=w, bias=b)
+    out = api.run("layer_norm", fx, epsilon=eps, weight=w, bias=b,
+                  compute_kernel_config=policy.compute_config("layer_norm", x.index))
     return reshape(out, x.shape)
 
 
@@ -47,9 +48,10 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     out = layer_norm(x, normalized_shape, weight, bias, eps)
     fx, _, _ = _flatten_norm_dims(x, None, None, normalized_shape)
     fx = policy.to_float32(fx)  # the statistics in float32: a bfloat16 variance loses its small values
-    mean = api.run("mean", fx, dim=-1, keepdim=True)
+    ckc = policy.compute_config("reduce", x.index)
+    mean = api.run("mean", fx, dim=-1, keepdim=True, compute_kernel_config=ckc)
     centered = api.run("subtract", fx, mean)
-    var = api.run("mean", api.run("multiply", centered, centered), dim=-1, keepdim=True)
+    var = api.run("mean", api.run("multiply", centered, centered), dim=-1, keepdim=True, compute_kernel_config=ckc)
     rstd = api.run("rsqrt", api.run("add", var, float(eps)))
     stat_shape = list(x.shape[:len(x.shape) - len(normalized_shape)]) + [1] * len(normalized_shape)
     return out, reshape(mean, stat_shape), reshape(rstd, stat_shape)
@@ -57,19 +59,21 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
 
 @lowering(aten._softmax.default, ttnn=["softmax"], needs=TILE_FLOAT)
 def softmax(x, d, half_to_float=False):
-    return api.run("softmax", x, dim=dim(d, len(x.shape)))
+    return api.run("softmax", x, dim=dim(d, len(x.shape)),
+                   compute_kernel_config=policy.compute_config("softmax", x.index))
 
 
 @lowering(aten.softmax.int, ttnn=["softmax"], needs=TILE_FLOAT)
 def softmax_int(x, d, dtype=None):
-    return api.run("softmax", x, dim=dim(d, len(x.shape)), out_dtype=dtype or x.dtype)
+    return api.run("softmax", x, dim=dim(d, len(x.shape)), out_dtype=dtype or x.dtype,
+                   compute_kernel_config=policy.compute_config("softmax", x.index))
 
 
 @lowering(aten._safe_softmax.default, ttnn=["softmax", "max", "gt", "where"], needs=TILE_FLOAT,
           notes="rows that are entirely -inf give 0 (not NaN), as PyTorch's _safe_softmax")
 def safe_softmax(x, d, dtype=None):
     d = dim(d, len(x.shape))
-    out = api.run("softmax", x, dim=d)
-    row_max = api.run("max", x, dim=d, keepdim=True)
+    out = api.run("softmax", x, dim=d, compute_kernel_config=policy.compute_config("softmax", x.index))
+    row_max = api.run("max", x, dim=d, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
     has_finite = api.run("gt", row_max, -math.inf)
     return api.run("where", has_finite, out, 0.0)

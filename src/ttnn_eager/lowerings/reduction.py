@@ -6,6 +6,7 @@ import math
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
 from ._common import dim
@@ -23,10 +24,12 @@ def _dims(x, d):
 
 def _reduce(op: str, x, d, keepdim, out_dtype=None):
     dims = _dims(x, d)
+    ckc = policy.compute_config("reduce", x.index)
     if dims is None:
-        out = api.run(op, x, out_dtype=out_dtype)
+        out = api.run(op, x, out_dtype=out_dtype, compute_kernel_config=ckc)
         return reshape(out, [1] * len(x.shape) if keepdim else [])
-    out = api.run(op, x, dim=dims if len(dims) > 1 else dims[0], keepdim=keepdim, out_dtype=out_dtype)
+    out = api.run(op, x, dim=dims if len(dims) > 1 else dims[0], keepdim=keepdim, out_dtype=out_dtype,
+                  compute_kernel_config=ckc)
     shape = [1 if i in dims else s for i, s in enumerate(x.shape)] if keepdim else \
         [s for i, s in enumerate(x.shape) if i not in dims]
     return reshape(out, shape)

@@ -1,0 +1,244 @@
+"""`ttnn-eager validate`: a validation kit for cards. It measures, on whatever device this process finds (a
+Tenstorrent card, or the mock device and its shadow), and writes as Markdown and JSON for a user to attach to
+an issue:
+
+  * every aten op that a bert-large forward sends to the backend (sdpa and eager attention), at bert-large
+    shapes: the first call of each (op, argument shapes) is checked -- its device inputs are downloaded, the
+    op is run on them by PyTorch on the CPU in float32, and the device result is compared (max abs error,
+    Pearson); calls and ttnn ops per row;
+  * the whole forward against float32 PyTorch on the CPU (bert.compare: Pearson and max error of
+    last_hidden_state and pooler_output);
+  * the device, ttnn version, storage and compute-kernel configs in use (bert.numerics_settings).
+
+The per-op check hooks the dispatcher's profiling slot (counters.profile, as report.Report does), so it sees
+exactly the ops and arguments a real forward produces; nothing is replayed on the device.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import torch
+
+from . import counters
+
+_SKIP = ("aten.empty", "aten.new_empty", "aten.empty_like", "aten.empty_strided")  # undefined values
+
+
+def _signature(func, args, kwargs) -> tuple:
+    def sig(x):
+        from .tensor import TtnnTensor
+        if isinstance(x, torch.Tensor):
+            return (tuple(x.shape), str(x.dtype), type(x) is TtnnTensor)
+        if isinstance(x, (list, tuple)):
+            return tuple(sig(y) for y in x)
+        return repr(x) if isinstance(x, (int, float, bool, str, type(None), torch.dtype)) else type(x).__name__
+    return (str(func), sig(list(args)), tuple(sorted((k, sig(v)) for k, v in kwargs.items())))
+
+
+def _shapes(args) -> str:
+    return ", ".join("x".join(map(str, a.shape)) or "scalar" for a in args if isinstance(a, torch.Tensor))
+
+
+def _to_cpu(x):
+    """A device tensor's value as a CPU tensor (downloaded without dispatching), other values as they are."""
+    from . import device_api as api
+    from .dispatch import refresh
+    from .tensor import TtnnTensor
+    if type(x) is TtnnTensor:  # same strides as PyTorch sees, so that views behave as on the device
+        value = api.download(refresh(x._handle))
+        return torch.empty_strided(x.shape, x.stride(), dtype=value.dtype).copy_(value)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_cpu(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _to_cpu(v) for k, v in x.items()}
+    if isinstance(x, torch.device) or (isinstance(x, str) and x.startswith("ttnn")):
+        return torch.device("cpu")
+    return x
+
+
+def _compare(dev, ref) -> dict:
+    dev, ref = dev.detach().double().flatten(), ref.detach().double().flatten()
+    if not dev.numel():
+        return {"max_abs_err": 0.0, "pearson": 1.0}
+    both_finite = torch.isfinite(dev) & torch.isfinite(ref)
+    same_special = (dev == ref) | (torch.isnan(dev) & torch.isnan(ref))
+    if not bool((both_finite | same_special).all()):
+        return {"max_abs_err": math.inf, "pearson": math.nan, "note": "non-finite values differ"}
+    d, r = dev[both_finite], ref[both_finite]
+    err = float((d - r).abs().max()) if d.numel() else 0.0
+    if d.numel() < 2 or float(r.std()) == 0 or float(d.std()) == 0:
+        pearson = 1.0 if err == 0 else math.nan
+    else:
+        pearson = float(torch.corrcoef(torch.stack([d, r]))[0, 1])
+    return {"max_abs_err": err, "pearson": pearson}
+
+
+class OpChecker:
+    """The dispatcher's profile hook: checks the first call of each (aten op, argument signature)."""
+
+    def __init__(self):
+        self.rows: dict = {}
+        self._stack: list = []
+        self._busy = False
+
+    def __enter__(self):
+        self._saved, counters.profile = counters.profile, self
+        return self
+
+    def __exit__(self, *exc):
+        counters.profile = self._saved
+
+    def on_ttnn(self, op: str) -> None:
+        if self._stack and not self._busy:
+            self._stack[-1].add(op)
+
+    def run(self, func, fn, args, kwargs):
+        if self._busy or str(func).startswith(_SKIP):
+            return fn(func, args, kwargs)
+        key = _signature(func, args, kwargs)
+        row = self.rows.get(key)
+        if row is not None:
+            row["calls"] += 1
+            return fn(func, args, kwargs)
+        row = self.rows[key] = {"op": str(func), "shapes": _shapes(args), "calls": 1}
+        self._busy = True
+        try:
+            cpu_args, cpu_kwargs = _to_cpu(args), _to_cpu(kwargs)
+        finally:
+            self._busy = False
+        fallbacks = sum(counters.fallback_by_op.values())
+        ttnn_ops: set = set()
+        self._stack.append(ttnn_ops)
+        try:
+            out = fn(func, args, kwargs)
+        finally:
+            self._stack.pop()
+        row["ttnn_ops"] = sorted(ttnn_ops)
+        row["fallback"] = sum(counters.fallback_by_op.values()) > fallbacks
+        self._busy = True
+        try:
+            ref = func(*_float(cpu_args), **_float(cpu_kwargs))
+            got = _to_cpu(out)
+        except Exception as e:  # the CPU reference itself may not apply (e.g. a device-only argument)
+            row["note"] = f"not compared: {type(e).__name__}: {str(e)[:120]}"
+            return out
+        finally:
+            self._busy = False
+        refs, gots = (ref, got) if isinstance(ref, (list, tuple)) else ((ref,), (got,))
+        results = [_compare(g, r) for g, r in zip(gots, refs)
+                   if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor)]
+        if results:
+            row["max_abs_err"] = max(r["max_abs_err"] for r in results)
+            row["pearson"] = min(r["pearson"] for r in results)
+            notes = [r["note"] for r in results if "note" in r]
+            if notes:
+                row["note"] = notes[0]
+        return out
+
+
+def _float(x):
+    """bfloat16/float16 CPU tensors as float32: the reference is float32 PyTorch."""
+    if isinstance(x, torch.Tensor) and x.dtype in (torch.bfloat16, torch.float16):
+        return x.float()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_float(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _float(v) for k, v in x.items()}
+    return x
+
+
+def run(layers: int | None = None, batch: int = 2, seq: int = 128, model: str | None = None,
+        attns: tuple = ("sdpa", "eager")) -> dict:
+    """The validation report (a dict; see `markdown` and `write`). `attns`: the attention implementations
+    whose ops are checked one by one (the forward figures are those of sdpa attention)."""
+    from importlib import metadata
+
+    import ttnn_eager
+    from . import bert, device_api
+
+    start = time.perf_counter()
+    report = {"ttnn_eager": ttnn_eager.__version__, "ttnn": metadata.version("ttnn"),
+              "torch": torch.__version__, "batch": batch, "seq": seq, "layers": layers, "ops": []}
+    for attn in attns:
+        net, source = bert.load_bert(model, attn, layers=layers)
+        ids, mask = bert.make_inputs(batch, seq, net.config.vocab_size)
+        net.to("ttnn:0")
+        with torch.no_grad(), OpChecker() as checker:
+            net(input_ids=ids.to("ttnn:0"), attention_mask=mask.to("ttnn:0"))
+        for row in checker.rows.values():
+            report["ops"].append({"attention": attn, **row})
+        del net
+    net, source = bert.load_bert(model, "sdpa", layers=layers)
+    ids, mask = bert.make_inputs(batch, seq, net.config.vocab_size)
+    report["model"] = source
+    report["forward"] = bert.compare(net, ids, mask)
+    report["device"] = report["forward"]["device"]
+    report["mock"] = device_api.MOCK
+    report["numerics"] = bert.numerics_settings()
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "nan" if math.isnan(x) else f"{x:.6f}" if abs(x) < 10 else f"{x:.4g}"
+    return str(x)
+
+
+def markdown(report: dict) -> str:
+    f, n = report["forward"], report["numerics"]
+    where = ("mock device: values from the shadow (numerics model: " + n["shadow_numerics"] + ")"
+             if report["mock"] else "real device: values read back from the card")
+    lines = [
+        "# ttnn_eager validation report", "",
+        f"- device: {report['device']} ({where})",
+        f"- versions: ttnn {report['ttnn']}, ttnn_eager {report['ttnn_eager']}, torch {report['torch']}",
+        f"- model: {report['model']}; batch {report['batch']}, seq {report['seq']}",
+        f"- matmul weights: {n['weight_dtype']}",
+        "- compute-kernel configs: " + "; ".join(
+            f"{k} {v['math_fidelity']}, fp32_dest_acc {v['fp32_dest_acc']}, math_approx {v['math_approx']}"
+            for k, v in n["compute_configs"].items()),
+        f"- run time: {report['seconds']:.1f} s", "",
+        "## Forward against float32 PyTorch on the CPU", "",
+        "| output | Pearson | max abs error |", "|---|---|---|",
+        f"| last_hidden_state | {f['pcc_last_hidden_state']:.6f} | {f['max_abs_err_last_hidden_state']:.4g} |",
+        f"| pooler_output | {f['pcc_pooler_output']:.6f} | {f['max_abs_err_pooler_output']:.4g} |", "",
+        f"Counts of one forward: {f['aten_ops']} aten ops, {f['ttnn_ops']} ttnn ops, {f['fallbacks']} fallbacks, "
+        f"{f['layout_conversions']} layout conversions.", "",
+        "## Each op at bert-large shapes (first call of each op and argument shapes)", "",
+        "| attention | aten op | argument shapes | calls | ttnn ops | max abs error | Pearson | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["ops"]:
+        note = r.get("note", "") + (" CPU fallback" if r.get("fallback") else "")
+        lines.append(f"| {r['attention']} | {r['op']} | {r['shapes']} | {r['calls']} | "
+                     f"{', '.join(r.get('ttnn_ops', [])) or '-'} | {_fmt(r.get('max_abs_err'))} | "
+                     f"{_fmt(r.get('pearson'))} | {note.strip()} |")
+    return "\n".join(lines) + "\n"
+
+
+def _plain(x):
+    """Strict JSON: non-finite floats as strings ("nan", "inf")."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def write(report: dict, out_dir: str) -> tuple:
+    """Write validation.md and validation.json into out_dir; returns their paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    md, js = os.path.join(out_dir, "validation.md"), os.path.join(out_dir, "validation.json")
+    with open(md, "w") as fh:
+        fh.write(markdown(report))
+    with open(js, "w") as fh:
+        json.dump(_plain(report), fh, indent=1, default=str)
+    return md, js
