@@ -28,6 +28,11 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     SIGNED      TILE layout; uint32 converted to int32 (ops that may produce negative values)
     INDEX       uint32, any layout (embedding and gather indices)
     TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once)
+Prepared forms (`prepared`): a parameter re-laid out into the private form one TT-NN op consumes -- conv2d's
+weights and bias (ttnn.prepare_conv_weights / prepare_conv_bias), whose form depends on the input's size,
+the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept beside
+the parameter while it lives and is not written; a steady-state forward prepares (converts) nothing.
+
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change that may lose information
 gives a new handle. Each conversion is counted in `layout_conversions`.
@@ -35,6 +40,7 @@ gives a new handle. Each conversion is counted in `layout_conversions`.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import torch
 
@@ -220,3 +226,21 @@ def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         new = _typecast(new, storage_for(dtype)[0])
     new.dtype = dtype
     return new
+
+
+# ----------------------------------------------------------------------------------------------- prepared forms
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # parameter handle -> {key: prepared}
+
+
+def prepared(h: api.Handle, key: tuple, make) -> api.Handle:
+    """`make(h)` -- h in the form an op consumes -- made once per (h, key) and cached while h lives and is
+    not written in place (a write bumps h.version and drops the old forms). Counted in layout_conversions
+    when made."""
+    forms = _PREPARED.get(h)
+    if forms is None or forms.get("version") != h.version:
+        forms = _PREPARED[h] = {"version": h.version}
+    form = forms.get(key)
+    if form is None:
+        form = forms[key] = make(materialize(h))
+        counters.counts["layout_conversions"] += 1
+    return form

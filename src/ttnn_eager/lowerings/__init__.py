@@ -3,6 +3,7 @@
 Importing this package registers them all (registry.REGISTRY)."""
 from . import (  # noqa: F401
     attention,
+    conv,
     elementwise,
     embedding,
     factory,
