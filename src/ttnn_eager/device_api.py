@@ -301,11 +301,15 @@ def _pool_padding(padding):
 
 
 def _max_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,
-                    ceil_mode=False, **_):
+                    ceil_mode=False, return_indices=False, **_):
     # (ttnn's golden imports a module of tt-metal's test tree that the wheel does not ship)
-    x = torch.nn.functional.pad(_nhwc_to_nchw(x, batch_size, input_h, input_w, channels),
-                                _pool_padding(padding), value=-math.inf)
-    return _nchw_to_flat(torch.nn.functional.max_pool2d(x, kernel_size, stride, 0, dilation, ceil_mode))
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    pad = _pool_padding(padding)
+    if pad[0] != pad[1] or pad[2] != pad[3]:
+        x, pad = torch.nn.functional.pad(x, pad, value=-math.inf), (0, 0, 0, 0)
+    out, indices = torch.nn.functional.max_pool2d(x, kernel_size, stride, (pad[2], pad[0]), dilation, ceil_mode,
+                                                  return_indices=True)
+    return (_nchw_to_flat(out), _nchw_to_flat(indices)) if return_indices else _nchw_to_flat(out)
 
 
 def _avg_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, ceil_mode=False,

@@ -191,6 +191,13 @@ def to_float32(h: api.Handle) -> api.Handle:
     return _typecast(ensure(h, TILE), api.FLOAT32)
 
 
+def stored(h: api.Handle) -> api.Handle:
+    """h in the device dtype its torch dtype is stored in (e.g. back to bfloat16 after a float32 computation
+    made by to_float32): a new handle when it differs."""
+    target = storage_for(h.dtype)[0]
+    return h if h.tt is None or h.tt_dtype == target else _typecast(h, target)
+
+
 def signed(h: api.Handle) -> api.Handle:
     return ensure(h, SIGNED)
 

@@ -3,6 +3,7 @@
 Importing this package registers them all (registry.REGISTRY)."""
 from . import (  # noqa: F401
     attention,
+    batchnorm,
     conv,
     elementwise,
     embedding,
@@ -10,6 +11,7 @@ from . import (  # noqa: F401
     indexing,
     matmul,
     normalization,
+    pooling,
     reduction,
     views,
 )
