@@ -247,7 +247,9 @@ def _unlowered(func, args, kwargs):
     counters.count_aten(func)
     decomposition = decompositions.get(func)
     if decomposition is not None:  # PyTorch's own, into ops that are lowered (decompositions.ALLOWLIST)
-        return decomposition(*args, **kwargs)
+        r = decomposition(*args, **kwargs)
+        if r is not NotImplemented:  # (some decompositions cover only some arguments)
+            return r
     return fallback(func, args, kwargs)
 
 
@@ -260,7 +262,7 @@ def _functional_of(func):
     packet = None
     if name.endswith("_") and not name.startswith("_"):
         packet = getattr(aten, name[:-1], None)
-        candidates = [func._overloadname]
+        candidates = [func._overloadname, "int"]  # (transpose_.default's functional is transpose.int)
     elif func._overloadname == "out" or func._overloadname.endswith("_out"):
         packet = getattr(aten, name, None)
         base = func._overloadname[:-4] if func._overloadname.endswith("_out") else "default"
@@ -274,7 +276,29 @@ def _functional_of(func):
     return None
 
 
+def _inplace_view(func, functional, args, kwargs):
+    """transpose_, t_, squeeze_, unsqueeze_, ...: the tensor itself becomes the view."""
+    return _become(args[0], dispatch(functional, args, kwargs)._handle, func, args, kwargs)
+
+
+def _become(target: TtnnTensor, h: api.Handle, func, args, kwargs) -> TtnnTensor:
+    """An in-place view op's effect: PyTorch's metadata of the wrapper is changed by running the op on it
+    with no dispatch (as torch.utils._python_dispatch.return_and_correct_aliasing does for wrapper
+    subclasses), and its handle becomes the view's."""
+    with torch.utils._mode_utils.no_dispatch():
+        meta = torch._C._meta_in_tls_dispatch_include()
+        torch._C._set_meta_in_tls_dispatch_include(True)
+        try:
+            func(*args, **kwargs)
+        finally:
+            torch._C._set_meta_in_tls_dispatch_include(meta)
+    target._handle = h
+    return target
+
+
 def _run_derived(func, functional, args, kwargs):
+    if torch.Tag.inplace_view in func.tags:
+        return _inplace_view(func, functional, args, kwargs)
     out_names = [a.name for a in func._schema.arguments if a.is_out]
     fkwargs = {k: v for k, v in kwargs.items() if k not in out_names}
     if out_names:
@@ -329,7 +353,9 @@ def fallback(func, args, kwargs):
     for i, o in enumerate(outs):
         if i in aliases:
             orig = _get(args, kwargs, *aliases[i])
-            if isinstance(orig, TtnnTensor):
+            if isinstance(orig, TtnnTensor) and torch.Tag.inplace_view in func.tags:
+                _become(orig, layout.to_device(o.contiguous(), orig._handle.index), func, args, kwargs)
+            elif isinstance(orig, TtnnTensor):
                 write_into(orig, layout.to_device(o, orig._handle.index))
             outs[i] = orig
         elif isinstance(o, torch.Tensor):

@@ -2,6 +2,7 @@
 
 Importing this package registers them all (registry.REGISTRY)."""
 from . import (  # noqa: F401
+    activation,
     attention,
     batchnorm,
     conv,
@@ -11,6 +12,7 @@ from . import (  # noqa: F401
     indexing,
     matmul,
     normalization,
+    padding,
     pooling,
     reduction,
     views,

@@ -215,6 +215,10 @@ def bitwise_not(x):
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
     a, b = _fit(dtype, "where", a, b)
+    if not dtype.is_floating_point and dtype != torch.bool:
+        # TT-NN's where takes no mixed dtypes: integer values (int32) with an int32 0/1 condition
+        a, b = _as(a, SIGNED), _as(b, SIGNED)
+        condition = policy.retag(condition, torch.int32)
     return api.run("where", condition, _scalar(a) if not is_handle(a) else a,
                    _scalar(b) if not is_handle(b) else b, out_dtype=dtype)
 

@@ -11,8 +11,8 @@ flat positions h * W + w in each channel's plane. Ties (equal values, e.g. after
 a different position than the CPU's first-wins rule; the values agree.
 
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming the op and argument):
-3-D pools, dilation in average pools (PyTorch has none), padding more than half the kernel (PyTorch's own
-error comes from the fallback), and empty inputs.
+3-D pools, padding more than half the kernel (PyTorch's own error comes from the fallback), empty inputs,
+and adaptive sizes that do not divide the input (TT-NN's adaptive pool takes uniform windows only).
 """
 from __future__ import annotations
 
@@ -140,10 +140,21 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
           needs=TILE_FLOAT, notes="PyTorch's adaptive windows; the ROW_MAJOR result is tilized by the policy")
 def adaptive_avg_pool2d(x, output_size):
     x, unbatched = _as_batch(x, "adaptive_avg_pool2d")
-    oh, ow = (x.shape[-2] if s is None else s for s in _pair(output_size))
+    oh, ow = (x.shape[-2 + i] if s is None else s for i, s in enumerate(_pair(output_size)))
     n, c, h, w = x.shape
-    if oh < 1 or ow < 1 or oh > h or ow > w:
-        raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} for a {h}x{w} input")
+    if oh < 1 or ow < 1 or h % oh or w % ow:  # TT-NN refuses windows of varying size (TT_THROW)
+        raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
     out = api.run("adaptive_avg_pool2d", _flat_nhwc(x), n, h, w, c, [oh, ow],
                   memory_config=api.enum("DRAM_MEMORY_CONFIG"))
     return _nchw(policy.ensure(out, TILE), n, oh, ow, c, unbatched)
+
+
+@lowering(aten.adaptive_max_pool2d.default, ttnn=["permute", "reshape", "max_pool2d", "typecast"],
+          needs=TILE_FLOAT, notes="output sizes that divide the input: a max pool of uniform windows (indices too)")
+def adaptive_max_pool2d(x, output_size):
+    oh, ow = (x.shape[-2 + i] if s is None else s for i, s in enumerate(_pair(output_size)))
+    h, w = x.shape[-2], x.shape[-1]
+    if oh < 1 or ow < 1 or h % oh or w % ow:
+        raise Unfit(f"adaptive_max_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
+    kernel = (h // oh, w // ow)
+    return _max_pool(x, kernel, kernel, 0, 1, False, with_indices=True)
