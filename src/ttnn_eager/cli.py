@@ -134,6 +134,20 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def cmd_modules(args) -> int:
+    import json
+    import warnings
+
+    from ttnn_eager import docs, modules_check
+    warnings.simplefilter("ignore")
+    results = modules_check.run(max_samples=args.max_samples)
+    modules_check.write(results, args.max_samples)
+    if args.docs:
+        docs.write_all(bert=False)
+    print(json.dumps(modules_check.summary(results)))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ttnn-eager", description="PyTorch on Tenstorrent through TT-NN")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -155,6 +169,11 @@ def main(argv=None) -> int:
     p.add_argument("--png", default="ttnn_eager_report.png", help="bar chart of time by op family "
                    "(default: ttnn_eager_report.png; '' for none)")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("modules", help="run PyTorch's ModuleInfo samples of every torch.nn module on ttnn:0 "
+                       "against the CPU; write docs/modules.json")
+    p.add_argument("--max-samples", type=int, default=3, help="samples per module and mode (default 3)")
+    p.add_argument("--docs", action="store_true", help="also regenerate the docs (not bert.md)")
+    p.set_defaults(fn=cmd_modules)
     p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
     p.set_defaults(fn=cmd_docs)
