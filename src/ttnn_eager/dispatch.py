@@ -224,10 +224,10 @@ def _dispatch(func, args, kwargs):
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     try:
         result = entry.fn(*hargs, **hkwargs)
-    except Unfit:
+    except Unfit as unfit:
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
-        return fallback(func, args, kwargs)
+        return fallback(func, args, kwargs, reason=str(unfit))
     if entry.aliases:
         return _finish(entry, result, args, kwargs, hargs, hkwargs)
     return _wrap(result)
@@ -321,9 +321,15 @@ _NOT_USER_CODE = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
 _CROSS_DEVICE = {aten.copy_.default, aten._to_copy.default}
 
 
-def fallback(func, args, kwargs):
-    """Run `func` on the CPU: download inputs, compute, upload outputs (in-place/out= written back)."""
+def fallback(func, args, kwargs, reason: str = ""):
+    """Run `func` on the CPU: download inputs, compute, upload outputs (in-place/out= written back).
+    `reason`: why a lowering refused these arguments (its Unfit), named in strict mode's error."""
     if config.settings["strict"]:
+        if reason:
+            raise FallbackError(
+                f"ttnn_eager strict mode: aten op {func} cannot run on TT-NN with these arguments ({reason}), "
+                f"and strict mode forbids the CPU fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to "
+                f"fall back.")
         raise FallbackError(
             f"ttnn_eager strict mode: aten op {func} has no TT-NN lowering, and strict mode forbids the CPU "
             f"fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to fall back, or add a lowering for it.")
