@@ -370,3 +370,13 @@ def test_in_place_view_ops_change_the_shape():
         ref = fn(x.clone())
         got = fn(x.to(DEV))
         close(got, ref.contiguous())
+
+
+def test_vision_compare_reports_accuracy_counts_and_peak_memory():
+    """`ttnn-eager vision`'s measurement (vision.compare), on the small CNN (the torchvision models take
+    minutes to build their programs on the mock device; docs/vision.md has their figures)."""
+    from ttnn_eager import vision
+    r = vision.compare(_small_cnn(), bf(1, 3, 32, 32))
+    assert r["pcc_logits"] >= 0.999 and r["top1_agreement"] == 1.0
+    assert r["fallbacks"] == 0 and r["layout_conversions"] == 0 and r["ttnn_ops"] > r["aten_ops"] > 10
+    assert r["peak_device_memory_mib"] > 0

@@ -3,7 +3,9 @@
 TT-NN computes on TILE tensors: 32x32 tiles, the last two dimensions padded to multiples of 32, the logical
 shape kept beside the padded one. ttnn 0.81.1 also accepts ROW_MAJOR for its data-movement ops and, as
 docs/layouts.md measures, for embedding indices, typecast and gather. So every tensor is uploaded TILE and
-stays TILE; the one ROW_MAJOR tensor is an embedding table (converted once, in place, at its first lookup).
+stays TILE; the ROW_MAJOR tensors are an embedding table (converted once, in place, at its first lookup) and
+convolution kernels (parameters of 3+ dims whose last two are under 32: TILE would pad each 3x3 plane to
+32x32; a use that needs TILE converts them like any other tensor).
 
 Storage (at upload, `storage_for`):
     torch.float32    bfloat16 TILE   (float32 with configure(float32_storage="float32"); the torch dtype
@@ -109,6 +111,13 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
             and min(value.shape) >= api.TILE_SIZE)
 
 
+def is_kernel_weight(value: torch.Tensor) -> bool:
+    """A convolution kernel ([out, in, kh, kw] with small kh, kw): TILE would pad each kh x kw plane to 32x32
+    (a 3x3 kernel takes 114x its size), and its consumer, conv2d's weight preparation, reads it once."""
+    return (isinstance(value, torch.nn.Parameter) and value.dim() >= 3 and value.shape[-1] < api.TILE_SIZE
+            and value.shape[-2] < api.TILE_SIZE)
+
+
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
     bounds = None
@@ -117,7 +126,7 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
-    if value.numel() == 0:
+    if value.numel() == 0 or is_kernel_weight(value):
         layout = api.ROW_MAJOR
     return api.upload(value, tt_dtype, layout, index, bounds=bounds)
 
