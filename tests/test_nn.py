@@ -93,6 +93,10 @@ CASES = {
     "maximum": (torch.maximum, [(bf(3, 33), bf(33, seed=1))]),
     "minimum": (torch.minimum, [(bf(3, 33), bf(33, seed=1))]),
     "xlogy": (lambda x, y: torch.xlogy(x, y), [(bf(3, 33).relu(), bf(3, 33).abs() + 0.1)]),
+    "upsample_nearest1d": (lambda x: F.interpolate(x, scale_factor=3), [(bf(2, 3, 5),)]),
+    "upsample_nearest2d": (lambda x: F.interpolate(x, size=(10, 21)), [(bf(2, 3, 5, 7),)]),
+    "upsample_nearest3d": (lambda x: F.interpolate(x, scale_factor=2), [(bf(1, 2, 3, 4, 5),)]),
+    "adaptive_avg_pool2d_uneven": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [(bf(2, 3, 5, 7),)]),
     "constant_pad": (lambda x: F.pad(x, (1, 2, -1, 3), value=0.5), [(bf(2, 3, 5, 4),)]),
     "reflection_pad1d": (lambda x: F.pad(x, (2, 1), mode="reflect"), [(bf(2, 3, 5),)]),
     "reflection_pad2d": (lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"), [(bf(1, 3, 5, 4),)]),
@@ -237,6 +241,19 @@ def test_padding(dims, pads, value, crop):
     on_device(lambda x: F.pad(x, pad, mode="replicate"), x)
     constant = tuple(-p if crop and i % 2 else p for i, p in enumerate(pad))
     on_device(lambda x: F.pad(x, constant, value=value), x)
+
+
+@covers(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default)
+@MANY
+@given(dims=st.sampled_from([1, 2, 3]), sizes=st.lists(st.sampled_from([1, 2, 5, 33]), min_size=3, max_size=3),
+       factors=st.lists(st.sampled_from([1, 2, 3]), min_size=3, max_size=3), by_size=st.booleans())
+def test_upsample_nearest(dims, sizes, factors, by_size):
+    x = bf(2, 3, *sizes[:dims])
+    if by_size:
+        out = tuple(s * f for s, f in zip(sizes[:dims], factors[:dims]))
+        on_device(lambda x: F.interpolate(x, size=out), x)
+    else:
+        on_device(lambda x: F.interpolate(x, scale_factor=tuple(float(f) for f in factors[:dims])), x)
 
 
 # ----------------------------------------------------------------------------------------------- modules

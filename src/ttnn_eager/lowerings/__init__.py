@@ -15,5 +15,6 @@ from . import (  # noqa: F401
     padding,
     pooling,
     reduction,
+    upsample,
     views,
 )

@@ -12,7 +12,8 @@ a different position than the CPU's first-wins rule; the values agree.
 
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming the op and argument):
 3-D pools, padding more than half the kernel (PyTorch's own error comes from the fallback), empty inputs,
-and adaptive sizes that do not divide the input (TT-NN's adaptive pool takes uniform windows only).
+and adaptive max pooling to sizes that do not divide the input (TT-NN's adaptive pool takes uniform windows
+only; adaptive average pooling then averages PyTorch's bins slice by slice).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from .. import device_api as api
 from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
-from .views import permute_handle, reshape
+from .views import cat, permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten
 _UINT16_POSITIONS = 1 << 16
@@ -136,14 +137,33 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     return _nchw(out, n, oh, ow, c, unbatched)
 
 
-@lowering(aten._adaptive_avg_pool2d.default, ttnn=["permute", "reshape", "adaptive_avg_pool2d", "to_layout"],
-          needs=TILE_FLOAT, notes="PyTorch's adaptive windows; the ROW_MAJOR result is tilized by the policy")
+_MAX_BINS = 64  # adaptive bins computed one slice each (sizes that do not divide the input)
+
+
+def _bin_means(x, d: int, out: int):
+    """PyTorch's adaptive average bins along dimension d: bin i averages [floor(i*n/out), ceil((i+1)*n/out))
+    (a window is a product of intervals, so averaging rows then columns averages the window)."""
+    n = x.shape[d]
+    parts = [api.run("mean", slice_handle(x, d, i * n // out, -(-(i + 1) * n // out)), dim=d, keepdim=True)
+             for i in range(out)]
+    return cat(parts, d) if len(parts) > 1 else parts[0]
+
+
+@lowering(aten._adaptive_avg_pool2d.default, ttnn=["permute", "reshape", "adaptive_avg_pool2d", "to_layout",
+                                                   "slice", "mean", "concat"],
+          needs=TILE_FLOAT, notes="TT-NN's adaptive pool where the output size divides the input (its ROW_MAJOR "
+                                  "result tilized by the policy); else PyTorch's bins as slices and means")
 def adaptive_avg_pool2d(x, output_size):
     x, unbatched = _as_batch(x, "adaptive_avg_pool2d")
     oh, ow = (x.shape[-2 + i] if s is None else s for i, s in enumerate(_pair(output_size)))
     n, c, h, w = x.shape
-    if oh < 1 or ow < 1 or h % oh or w % ow:  # TT-NN refuses windows of varying size (TT_THROW)
-        raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
+    if oh < 1 or ow < 1:
+        raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]}")
+    if h % oh or w % ow:  # TT-NN's pool refuses windows of varying size (TT_THROW): rows, then columns
+        if oh + ow > _MAX_BINS:
+            raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
+        out = _bin_means(_bin_means(x, 2, oh), 3, ow)
+        return reshape(out, (c, oh, ow)) if unbatched else out
     out = api.run("adaptive_avg_pool2d", _flat_nhwc(x), n, h, w, c, [oh, ow],
                   memory_config=api.enum("DRAM_MEMORY_CONFIG"))
     return _nchw(policy.ensure(out, TILE), n, oh, ow, c, unbatched)
