@@ -58,6 +58,8 @@ def on_device(fn, *inputs, **tol):
 CASES = {
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [(bf(1, 3, 17, 19), bf(8, 3, 3, 3), bf(8))]),
     "conv1d": (lambda x, w: F.conv1d(x, w, padding=1), [(bf(2, 4, 10), bf(6, 4, 3))]),
+    "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+                         [(bf(1, 4, 6, 7), bf(4, 8, 3, 3), bf(8))]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), [(bf(1, 8, 16, 16),)]),
     "max_pool2d_indices": (lambda x: F.max_pool2d(x, 2, return_indices=True), [(bf(2, 3, 8, 6),)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [(bf(2, 5, 11, 11),)]),
@@ -126,20 +128,20 @@ def test_cases_match_the_cpu():
 @FEW
 @given(n=st.sampled_from([1, 2]), c=st.sampled_from([1, 3, 8]), o=st.sampled_from([4, 16]),
        hw=st.sampled_from([(7, 9), (16, 16)]), k=st.sampled_from([1, 3]), stride=st.sampled_from([1, 2]),
-       pad=st.sampled_from([0, 1]), depthwise=st.booleans(), one_d=st.booleans(), bias=st.booleans())
-def test_convolution(n, c, o, hw, k, stride, pad, depthwise, one_d, bias):
-    groups = c if depthwise else 1
-    o = c if depthwise else o
-    if one_d:
-        x, w = bf(n, c, hw[1]), bf(o, c // groups, k)
-        fn = lambda x, w, b: F.conv1d(x, w, b, stride=stride, padding=pad, groups=groups)  # noqa: E731
-    else:
-        x, w = bf(n, c, *hw), bf(o, c // groups, k, k)
-        fn = lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=pad, groups=groups)  # noqa: E731
+       pad=st.sampled_from([0, 1]), depthwise=st.booleans(), one_d=st.booleans(), bias=st.booleans(),
+       transposed=st.booleans())
+def test_convolution(n, c, o, hw, k, stride, pad, depthwise, one_d, bias, transposed):
+    groups = 1 if transposed or k == 1 else (c if depthwise else 1)  # (depthwise 1x1: the fallback, below)
+    o = c if groups != 1 else o
+    f = {(False, False): F.conv2d, (False, True): F.conv1d, (True, False): F.conv_transpose2d,
+         (True, True): F.conv_transpose1d}[transposed, one_d]
+    spatial = (hw[1],) if one_d else hw
+    w_shape = (c, o) if transposed else (o, c // groups)
+    x, w = bf(n, c, *spatial), bf(*w_shape, *[k] * len(spatial))
     b = bf(o) if bias else None
-    ref = fn(x, w, b)
+    ref = f(x, w, b, stride=stride, padding=pad, groups=groups)
     with torch.no_grad(), ttnn_eager.strict():
-        out = fn(x.to(DEV), w.to(DEV), b.to(DEV) if bias else None)
+        out = f(x.to(DEV), w.to(DEV), b.to(DEV) if bias else None, stride=stride, padding=pad, groups=groups)
     assert out.shape == ref.shape and pcc(out.cpu(), ref) >= 0.999
 
 
@@ -336,8 +338,9 @@ def test_prepared_weights_follow_a_write():
 
 @pytest.mark.parametrize("call, arg", [
     (lambda x, w: F.conv2d(x, w, groups=2), "groups=2"),
+    (lambda x, w: F.conv2d(x, w[:, :1, :1, :1], groups=4), "groups=4 with a 1x1 kernel"),
     (lambda x, w: F.conv3d(x.unsqueeze(2), w.unsqueeze(2)), "3-d convolution"),
-    (lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1)), "transposed"),
+    (lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), dilation=2), "transposed"),
 ])
 def test_unsupported_convolutions_fall_back_or_name_the_argument(call, arg):
     x, w = bf(1, 4, 6, 6), bf(4, 2 if arg == "groups=2" else 4, 3, 3)

@@ -322,6 +322,17 @@ def _avg_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stri
     return _nchw_to_flat(out)
 
 
+def _conv_transpose2d_ref(input_tensor, weight_tensor, in_channels, out_channels, batch_size, input_height,
+                          input_width, kernel_size, stride, padding, output_padding=(0, 0), dilation=(1, 1),
+                          groups=1, bias_tensor=None, **_):
+    # (ttnn has no golden for conv_transpose2d) weight_tensor: PyTorch's [in, out / groups, kh, kw]
+    x = _nhwc_to_nchw(input_tensor, batch_size, input_height, input_width, in_channels)
+    bias = bias_tensor.reshape(-1) if bias_tensor is not None else None
+    out = torch.nn.functional.conv_transpose2d(x, weight_tensor.float(), bias, stride, padding, output_padding,
+                                               groups, dilation)
+    return _nchw_to_flat(out)
+
+
 def _adaptive_avg_pool2d_ref(x, batch_size, input_h, input_w, channels, output_size, **_):
     x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
     return _nchw_to_flat(torch.nn.functional.adaptive_avg_pool2d(x, output_size))
@@ -338,6 +349,7 @@ REFERENCES = {
     "max_pool2d": _max_pool2d_ref,
     "avg_pool2d": _avg_pool2d_ref,
     "adaptive_avg_pool2d": _adaptive_avg_pool2d_ref,
+    "conv_transpose2d": _conv_transpose2d_ref,
 }
 
 
