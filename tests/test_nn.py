@@ -400,3 +400,13 @@ def test_vision_compare_reports_accuracy_counts_and_peak_memory():
     assert r["pcc_logits"] >= 0.999 and r["top1_agreement"] == 1.0
     assert r["fallbacks"] == 0 and r["layout_conversions"] == 0 and r["ttnn_ops"] > r["aten_ops"] > 10
     assert r["peak_device_memory_mib"] > 0
+
+
+def test_in_place_ops_whose_functional_is_decomposed_run_on_the_device():
+    """ReLU6(inplace=True) is hardtanh_: its functional hardtanh is on the decompositions allowlist."""
+    x = bf(3, 40, scale=4)
+    with torch.no_grad(), ttnn_eager.strict():
+        d = x.to(DEV)
+        nn.ReLU6(inplace=True)(d)
+        F.leaky_relu_(d, 0.1)
+    close(d, F.leaky_relu(F.relu6(x), 0.1))

@@ -256,7 +256,8 @@ def _unlowered(func, args, kwargs):
 # ----------------------------------------------------------------------------------------------- in-place, out=
 @functools.lru_cache(maxsize=None)
 def _functional_of(func):
-    """For `add_.Tensor` / `add.out`: the registered functional overload (`add.Tensor`), else None."""
+    """For `add_.Tensor` / `add.out`: the functional overload (`add.Tensor`) when it is lowered or on the
+    decompositions allowlist, else None."""
     schema = func._schema
     name = schema.name.split("::")[1]
     packet = None
@@ -271,8 +272,8 @@ def _functional_of(func):
         return None
     for ovl in candidates:
         op = getattr(packet, ovl, None)
-        if op is not None and op in REGISTRY:
-            return op
+        if op is not None and (op in REGISTRY or decompositions.get(op) is not None):
+            return op  # lowered, or decomposed into lowered ops (hardtanh_ as hardtanh: ReLU6(inplace=True))
     return None
 
 
