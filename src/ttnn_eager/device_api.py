@@ -509,6 +509,11 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
     return Handle(out, shadow, dtype, shape_of(out), index)
 
 
+@functools.lru_cache(maxsize=None)
 def enum(name: str):
-    """A ttnn enum or constant by dotted name (e.g. "GeluVariant.Tanh"), for lowerings that pass one."""
-    return _resolve(name)
+    """A ttnn enum, constant or config class by dotted name (e.g. "GeluVariant.Tanh", "DRAM_MEMORY_CONFIG",
+    "Conv2dConfig"), for lowerings that pass one (not an op: resolved apart from `_resolve`)."""
+    value = ttnn
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
