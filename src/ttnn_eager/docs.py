@@ -145,7 +145,7 @@ def modules_md(data: dict) -> str:
            "*available* is how many exist), on the mock device against the CPU. A sample passes when every "
            "output has PyTorch's shape and dtype and values within bfloat16 tolerance (see "
            "`modules_check.py`); *on device* counts samples that ran with no CPU fallback.\n\n",
-           f"**{s['modules_without_fallbacks']} of {s['modules']} modules run every sample with no CPU fallback; "
+           f"**{s['modules_without_fallbacks']} of {s['modules']} modules run every sample right with no CPU fallback; "
            f"{s['passed']} of {s['samples']} samples pass, {s['refused']} are refused by design (float64); "
            f"{s['samples_on_device']} ran entirely on the device.**\n\n"]
     if data["tolerances"]:
