@@ -245,12 +245,17 @@ def test_padding(dims, pads, value, crop):
     on_device(lambda x: F.pad(x, constant, value=value), x)
 
 
-@covers(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default)
+@covers(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,
+        aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec, aten.upsample_nearest3d.vec)
 @MANY
 @given(dims=st.sampled_from([1, 2, 3]), sizes=st.lists(st.sampled_from([1, 2, 5, 33]), min_size=3, max_size=3),
        factors=st.lists(st.sampled_from([1, 2, 3]), min_size=3, max_size=3), by_size=st.booleans())
 def test_upsample_nearest(dims, sizes, factors, by_size):
     x = bf(2, 3, *sizes[:dims])
+    with torch.inference_mode():  # F.interpolate's .vec overloads arrive whole
+        ref = F.interpolate(x, scale_factor=tuple(float(f) for f in factors[:dims]))
+        with ttnn_eager.strict():
+            close(F.interpolate(x.to(DEV), scale_factor=tuple(float(f) for f in factors[:dims])), ref)
     if by_size:
         out = tuple(s * f for s, f in zip(sizes[:dims], factors[:dims]))
         on_device(lambda x: F.interpolate(x, size=out), x)
