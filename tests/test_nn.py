@@ -415,3 +415,13 @@ def test_in_place_ops_whose_functional_is_decomposed_run_on_the_device():
         nn.ReLU6(inplace=True)(d)
         F.leaky_relu_(d, 0.1)
     close(d, F.leaky_relu(F.relu6(x), 0.1))
+
+
+def test_binary_ops_with_an_empty_operand():
+    """RMSNorm on a [0, 5] input multiplies an empty tensor by its weight: an empty result, not a ttnn
+    broadcast error (TT-NN sees the empty operand's padded tile)."""
+    a, b = torch.randn(0, 5), bf(5)
+    with ttnn_eager.strict():
+        for fn in (lambda a, b: a * b, lambda a, b: a + b, lambda a, b: a - 1.5, lambda a, b: a > b):
+            close(fn(a.to(DEV), b.to(DEV)), fn(a, b))
+        close(nn.RMSNorm([5], 1e-3).to(DEV)(a.to(DEV)), nn.RMSNorm([5], 1e-3)(a))

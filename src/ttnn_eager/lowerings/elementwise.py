@@ -43,6 +43,10 @@ _REVERSED = {"add": "add", "multiply": "multiply", "subtract": "rsub", "rsub": "
 def binary(op: str, a, b, out_dtype: torch.dtype):
     """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
     computed in floating point, as PyTorch promotes it)."""
+    if (is_handle(a) and not a.shape.numel()) or (is_handle(b) and not b.shape.numel()):
+        # an empty operand: an empty result, no ttnn call (TT-NN broadcasts the padded empty tile, and refuses)
+        shape = torch.broadcast_shapes(*(x.shape for x in (a, b) if is_handle(x)))
+        return policy.to_device(torch.empty(shape, dtype=out_dtype), (a if is_handle(a) else b).index)
     a, b = _fit(out_dtype, op, a, b)
     kwargs = _BOOL_RESULT if out_dtype == torch.bool else {}
     if is_handle(a):
