@@ -18,6 +18,10 @@ aten = torch.ops.aten
 ALLOWLIST = [
     aten.leaky_relu,
     aten.hardtanh,
+    # the gradients of views: zeros with the gradient scattered in (slice/select/diagonal_scatter)
+    aten.select_backward,
+    aten.slice_backward,
+    aten.diagonal_backward,
     # torch.nn modules (issue 15): losses, repeat, baddbmm
     aten.mse_loss, aten.smooth_l1_loss, aten.huber_loss, aten.soft_margin_loss,
     aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,

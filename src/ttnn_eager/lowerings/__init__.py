@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     padding,
     pooling,
     reduction,
+    scatter,
     upsample,
     views,
 )
