@@ -425,3 +425,19 @@ def test_binary_ops_with_an_empty_operand():
         for fn in (lambda a, b: a * b, lambda a, b: a + b, lambda a, b: a - 1.5, lambda a, b: a > b):
             close(fn(a.to(DEV), b.to(DEV)), fn(a, b))
         close(nn.RMSNorm([5], 1e-3).to(DEV)(a.to(DEV)), nn.RMSNorm([5], 1e-3)(a))
+
+
+def test_float32_storage_pools_fall_back_and_convolutions_stay(restore_config):
+    """With float32 storage, TT-NN's pools (bfloat16 only) are refused before ttnn: counted fallbacks with
+    the float32 values; convolutions and batch norm run on the device."""
+    ttnn_eager.configure(float32_storage="float32")
+    x, w = torch.randn(1, 3, 9, 9), torch.randn(8, 3, 3, 3)
+    with torch.no_grad():
+        with ttnn_eager.strict():
+            out = F.conv2d(x.to(DEV), w.to(DEV), padding=1)
+        assert pcc(out.cpu(), F.conv2d(x, w, padding=1)) >= 0.99999
+        before = ttnn_eager.stats()["fallbacks"]
+        close(F.max_pool2d(x.to(DEV), 2), F.max_pool2d(x, 2), atol=1e-6, rtol=1e-6)
+        assert ttnn_eager.stats()["fallbacks"] == before + 1
+        with ttnn_eager.strict(), pytest.raises(NotImplementedError, match="max_pool2d.*bfloat16 only"):
+            F.max_pool2d(x.to(DEV), 2)

@@ -12,6 +12,7 @@ a different position than the CPU's first-wins rule; the values agree.
 
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming the op and argument):
 3-D pools, padding more than half the kernel (PyTorch's own error comes from the fallback), empty inputs,
+float32-stored inputs (TT-NN's pools take bfloat16 only),
 and adaptive max pooling to sizes that do not divide the input (TT-NN's adaptive pool takes uniform windows
 only; adaptive average pooling then averages PyTorch's bins slice by slice).
 """
@@ -51,11 +52,13 @@ def _out_size(size, k, s, p, d, ceil_mode) -> int:
 def _as_batch(x, op: str):
     """x as [N, C, H, W] and whether it was unbatched ([C, H, W])."""
     if len(x.shape) == 3:
-        return reshape(x, (1, *x.shape)), True
+        return _as_batch(reshape(x, (1, *x.shape)), op)[0], True
     if len(x.shape) != 4:
         raise Unfit(f"{op}: input of {len(x.shape)} dims")
     if x.shape.numel() == 0:
         raise Unfit(f"{op}: empty input")
+    if x.tt_dtype != api.BFLOAT16:  # (float32 storage: configure(float32_storage="float32"))
+        raise Unfit(f"{op}: a {x.tt_dtype} input (TT-NN's pools take bfloat16 only)")
     return x, False
 
 
