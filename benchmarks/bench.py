@@ -451,6 +451,7 @@ def main(argv=None) -> int:
         print(f"{name:<{width}}  {value:<30}  {target}")
     if args.vision:
         results["vision"] = vision_host_overhead(size=args.vision_size)
+        results["vision"]["layers"] = vision_layers_overhead()
         _print_vision(results["vision"])
     if args.json:
         text = json.dumps(results, indent=1, default=str)
@@ -462,6 +463,38 @@ def main(argv=None) -> int:
     return 0
 
 
+def vision_layers_overhead(repeats: int = 20) -> dict:
+    """Host overhead per aten op of ResNet's layers one at a time (64x56x56, batch 1, shadow execution off):
+    ours and the time inside ttnn calls, per aten op, with the TT-NN ops each makes."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 64, 56, 56).to(DEV)
+    layers = {"conv 3x3": torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), "batch norm (eval)":
+              torch.nn.BatchNorm2d(64).eval(), "relu": torch.nn.ReLU(), "max pool 3x3/2": torch.nn.MaxPool2d(3, 2, 1),
+              "add": None}
+    out = {}
+    for name, m in layers.items():
+        f = (lambda t: t + t) if m is None else m.to(DEV)
+        with torch.no_grad():
+            f(x)  # programs built, weights prepared
+        timer = HostTimer().install()
+        ours, inside = [], []
+        try:
+            for _ in range(repeats):
+                timer.reset()
+                ttnn_eager.reset_stats()
+                with torch.no_grad(), device_api.shadows_off():
+                    f(x)
+                stats = ttnn_eager.stats()
+                ours.append(timer.overhead / stats["aten_ops"])
+                inside.append(timer.ttnn / stats["aten_ops"])
+        finally:
+            timer.uninstall()
+        out[name] = {"ours_us_per_aten_op": 1e6 * statistics.median(ours),
+                     "ttnn_us_per_aten_op": 1e6 * statistics.median(inside),
+                     "aten_ops": stats["aten_ops"], "ttnn_ops": stats["ttnn_ops"]}
+    return out
+
+
 def _print_vision(v: dict) -> None:
     print(f"\n{v['model']}, {v['size']}x{v['size']}, no_grad, shadow execution off")
     print(f"{'batch':<6} {'host us/aten op':>16} {'aten ops':>9} {'TT-NN ops':>10} {'fallbacks':>10} "
@@ -471,10 +504,16 @@ def _print_vision(v: dict) -> None:
             print(f"{key[6:]:<6} {r['host_overhead_us_per_aten_op']:>16.1f} {r['aten_ops_per_forward']:>9} "
                   f"{r['ttnn_ops_per_forward']:>10} {r['fallbacks']:>10} {r['layout_conversions']:>12} "
                   f"{r['forward_seconds_median']:>17.3f}")
+    if "layers" in v:
+        print(f"\nper layer (64x56x56): {'ours us/aten op':>16} {'in ttnn us/aten op':>19} {'aten ops':>9} {'TT-NN ops':>10}")
+        for name, r in v["layers"].items():
+            print(f"  {name:<18} {r['ours_us_per_aten_op']:>16.1f} {r['ttnn_us_per_aten_op']:>19.1f} "
+                  f"{r['aten_ops']:>9} {r['ttnn_ops']:>10}")
 
 
 def vision_main(args) -> int:
     v = vision_host_overhead(size=args.vision_size, forwards=args.forwards)
+    v["layers"] = vision_layers_overhead()
     _print_vision(v)
     if args.json:
         text = json.dumps({"device": torch.ttnn.get_device_name(), "vision": v}, indent=1, default=str)
