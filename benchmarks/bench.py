@@ -2,6 +2,7 @@
 transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384.
 
     .venv/bin/python benchmarks/bench.py [--forwards 5] [--json out.json] [--quick]
+    .venv/bin/python benchmarks/bench.py --vision-only [--vision-size 224]   ResNet-50 at batch 1 and 8
 
 Everything is measured in one run, side by side. On a mock device the counts are exact and host time is
 host time; the time inside ttnn calls and in shadow execution (the mock's CPU stand-in for the device) is
@@ -334,6 +335,40 @@ def peak_memory(batch: int, seq: int) -> dict:
             "peak_activations_bytes": peak[0] - weights}
 
 
+def vision_host_overhead(batches=(1, 8), size: int = 224, forwards: int = 3) -> dict:
+    """torchvision ResNet-50 (seeded random weights), no_grad: host overhead per aten op (shadow execution
+    off, as on hardware; ttnn calls excluded), TT-NN ops and conversions per forward, at each batch size.
+    The first forward at each size builds the programs and prepares the conv weights (not timed)."""
+    from ttnn_eager import vision
+    model = vision.load("resnet50").to(DEV)
+    out = {}
+    timer = HostTimer()
+    for batch in batches:
+        x = vision.make_input(batch, size).to(DEV)
+        with torch.no_grad():
+            model(x)  # warm-up: programs, prepared weights
+        timer.install()
+        per_op, totals = [], []
+        try:
+            for _ in range(forwards):
+                timer.reset()
+                ttnn_eager.reset_stats()
+                with torch.no_grad(), device_api.shadows_off():
+                    start = perf_counter()
+                    model(x)
+                    totals.append(perf_counter() - start)
+                stats = ttnn_eager.stats()
+                per_op.append(timer.overhead / stats["aten_ops"])
+        finally:
+            timer.uninstall()
+        out[f"batch_{batch}"] = {
+            "host_overhead_us_per_aten_op": 1e6 * statistics.median(per_op),
+            "forward_seconds_median": statistics.median(totals), "aten_ops_per_forward": stats["aten_ops"],
+            "ttnn_ops_per_forward": stats["ttnn_ops"], "fallbacks": stats["fallbacks"],
+            "layout_conversions": stats["layout_conversions"], "ttnn_ops_by_name": dict(counters.ttnn_by_op)}
+    return {"model": "torchvision resnet50 (seeded random weights)", "size": size, **out}
+
+
 def _split(run: dict) -> str:
     """Host time per aten op of the last forward: outside the backend (PyTorch's dispatch, the model's
     Python), ours, inside ttnn calls."""
@@ -349,7 +384,12 @@ def main(argv=None) -> int:
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--quick", action="store_true", help="skip the batch 8 x seq 384 peak-memory forward")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (- for stdout only)")
+    p.add_argument("--vision", action="store_true", help="also measure ResNet-50 at batch 1 and 8")
+    p.add_argument("--vision-only", action="store_true", help="only the ResNet-50 section")
+    p.add_argument("--vision-size", type=int, default=224, help="ResNet-50 image size (default 224)")
     args = p.parse_args(argv)
+    if args.vision_only:
+        return vision_main(args)
 
     torch.manual_seed(0)
     model = transformers.BertModel(bert.bert_large_config()).eval()
@@ -409,8 +449,74 @@ def main(argv=None) -> int:
     print(f"{'measure':<{width}}  {'value':<30}  target")
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:<30}  {target}")
+    if args.vision:
+        results["vision"] = vision_host_overhead(size=args.vision_size)
+        results["vision"]["layers"] = vision_layers_overhead()
+        _print_vision(results["vision"])
     if args.json:
         text = json.dumps(results, indent=1, default=str)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    return 0
+
+
+def vision_layers_overhead(repeats: int = 20) -> dict:
+    """Host overhead per aten op of ResNet's layers one at a time (64x56x56, batch 1, shadow execution off):
+    ours and the time inside ttnn calls, per aten op, with the TT-NN ops each makes."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 64, 56, 56).to(DEV)
+    layers = {"conv 3x3": torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), "batch norm (eval)":
+              torch.nn.BatchNorm2d(64).eval(), "relu": torch.nn.ReLU(), "max pool 3x3/2": torch.nn.MaxPool2d(3, 2, 1),
+              "add": None}
+    out = {}
+    for name, m in layers.items():
+        f = (lambda t: t + t) if m is None else m.to(DEV)
+        with torch.no_grad():
+            f(x)  # programs built, weights prepared
+        timer = HostTimer().install()
+        ours, inside = [], []
+        try:
+            for _ in range(repeats):
+                timer.reset()
+                ttnn_eager.reset_stats()
+                with torch.no_grad(), device_api.shadows_off():
+                    f(x)
+                stats = ttnn_eager.stats()
+                ours.append(timer.overhead / stats["aten_ops"])
+                inside.append(timer.ttnn / stats["aten_ops"])
+        finally:
+            timer.uninstall()
+        out[name] = {"ours_us_per_aten_op": 1e6 * statistics.median(ours),
+                     "ttnn_us_per_aten_op": 1e6 * statistics.median(inside),
+                     "aten_ops": stats["aten_ops"], "ttnn_ops": stats["ttnn_ops"]}
+    return out
+
+
+def _print_vision(v: dict) -> None:
+    print(f"\n{v['model']}, {v['size']}x{v['size']}, no_grad, shadow execution off")
+    print(f"{'batch':<6} {'host us/aten op':>16} {'aten ops':>9} {'TT-NN ops':>10} {'fallbacks':>10} "
+          f"{'conversions':>12} {'forward s (mock)':>17}")
+    for key, r in v.items():
+        if key.startswith("batch_"):
+            print(f"{key[6:]:<6} {r['host_overhead_us_per_aten_op']:>16.1f} {r['aten_ops_per_forward']:>9} "
+                  f"{r['ttnn_ops_per_forward']:>10} {r['fallbacks']:>10} {r['layout_conversions']:>12} "
+                  f"{r['forward_seconds_median']:>17.3f}")
+    if "layers" in v:
+        print(f"\nper layer (64x56x56): {'ours us/aten op':>16} {'in ttnn us/aten op':>19} {'aten ops':>9} {'TT-NN ops':>10}")
+        for name, r in v["layers"].items():
+            print(f"  {name:<18} {r['ours_us_per_aten_op']:>16.1f} {r['ttnn_us_per_aten_op']:>19.1f} "
+                  f"{r['aten_ops']:>9} {r['ttnn_ops']:>10}")
+
+
+def vision_main(args) -> int:
+    v = vision_host_overhead(size=args.vision_size, forwards=args.forwards)
+    v["layers"] = vision_layers_overhead()
+    _print_vision(v)
+    if args.json:
+        text = json.dumps({"device": torch.ttnn.get_device_name(), "vision": v}, indent=1, default=str)
         if args.json == "-":
             print(text)
         else:

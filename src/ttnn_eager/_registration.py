@@ -30,7 +30,7 @@ FACTORY_OPS = (
     "_to_copy", "copy_",
 )
 # CompositeImplicitAutograd ops worth keeping whole for inference: each becomes one fused TT-NN op.
-KEEP_WHOLE = ("linear", "matmul", "scaled_dot_product_attention", "layer_norm")
+KEEP_WHOLE = ("linear", "matmul", "scaled_dot_product_attention", "layer_norm", "max_pool2d")
 
 _libs: list = []
 

@@ -11,7 +11,10 @@
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
     ttnn-eager report [--model NAME_OR_PATH] [--task base|masked-lm|sequence-classification|question-answering]
                     [--batch B] [--seq S] [--json] [--png PATH]
-    ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or check them)
+    ttnn-eager vision [--model resnet18|resnet50|mobilenet_v2|mobilenet_v3_small|convnext_tiny]
+                    [--batch B] [--size S] [--strict] [--json]
+    ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
+    ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
 """
 from __future__ import annotations
 
@@ -169,6 +172,49 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def cmd_vision(args) -> int:
+    import contextlib
+
+    import ttnn_eager
+    from ttnn_eager import vision
+
+    model = vision.load(args.model)
+    x = vision.make_input(args.batch, args.size)
+    with ttnn_eager.strict() if args.strict else contextlib.nullcontext():
+        result = {"model": f"torchvision {args.model} (seeded random weights)", "batch": args.batch,
+                  "size": args.size, "strict": args.strict}
+        result.update(vision.compare(model, x))
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"model   {result['model']}\ndevice  {result['device']}\ninput   batch {args.batch}, "
+          f"3x{args.size}x{args.size}, no_grad{', strict (no CPU fallback allowed)' if args.strict else ''}")
+    print("accuracy vs float32 CPU:")
+    print(f"  logits  pearson {result['pcc_logits']:.6f}  max abs err {result['max_abs_err_logits']:.4g}  "
+          f"top-1 agreement {result['top1_agreement']:.3f}")
+    print(f"time    {result['seconds']:.3f} s (first forward, building programs and preparing weights: "
+          f"{result['seconds_first_forward']:.3f} s)")
+    print(f"peak device memory  {result['peak_device_memory_mib']:.1f} MiB (between ops)")
+    print("counts (second forward):")
+    for key in ("aten_ops", "ttnn_ops", "fallbacks", "layout_conversions", "host_to_device", "device_to_host"):
+        print(f"  {key:<19} {result[key]}")
+    return 0
+
+
+def cmd_modules(args) -> int:
+    import json
+    import warnings
+
+    from ttnn_eager import docs, modules_check
+    warnings.simplefilter("ignore")
+    results = modules_check.run(max_samples=args.max_samples)
+    modules_check.write(results, args.max_samples)
+    if args.docs:
+        docs.write_all(bert=False)
+    print(json.dumps(modules_check.summary(results)))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ttnn-eager", description="PyTorch on Tenstorrent through TT-NN")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -202,6 +248,20 @@ def main(argv=None) -> int:
     p.add_argument("--png", default="ttnn_eager_report.png", help="bar chart of time by op family "
                    "(default: ttnn_eager_report.png; '' for none)")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("vision", help="run a torchvision model on ttnn:0 and on the CPU; print accuracy, "
+                       "counts, peak device memory")
+    p.add_argument("--model", choices=("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
+                                       "convnext_tiny"), default="resnet18")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--size", type=int, default=224, help="image height and width (default 224)")
+    p.add_argument("--strict", action="store_true", help="forbid the CPU fallback (an error names the op)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(fn=cmd_vision)
+    p = sub.add_parser("modules", help="run PyTorch's ModuleInfo samples of every torch.nn module on ttnn:0 "
+                       "against the CPU; write docs/modules.json")
+    p.add_argument("--max-samples", type=int, default=3, help="samples per module and mode (default 3)")
+    p.add_argument("--docs", action="store_true", help="also regenerate the docs (not bert.md)")
+    p.set_defaults(fn=cmd_modules)
     p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
     p.set_defaults(fn=cmd_docs)

@@ -22,6 +22,11 @@ ALLOWLIST = [
     aten.select_backward,
     aten.slice_backward,
     aten.diagonal_backward,
+    # torch.nn modules (issue 15): losses, repeat, baddbmm
+    aten.mse_loss, aten.smooth_l1_loss, aten.huber_loss, aten.soft_margin_loss,
+    aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
+    aten.nll_loss_forward, aten.nll_loss2d_forward, aten.multi_margin_loss, aten.multilabel_margin_loss_forward,
+    aten.repeat, aten.baddbmm,
 ]
 
 
@@ -34,5 +39,6 @@ def table() -> dict:
 
 
 def get(func):
-    """The decomposition of `func`, or None."""
-    return table().get(func)
+    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE), or None."""
+    from . import recurrent
+    return table().get(func) or recurrent.TABLE.get(func)

@@ -49,6 +49,10 @@ _HOST_DTYPE = {
 }
 _BLOCK_FLOAT = (ttnn.bfloat8_b, ttnn.bfloat4_b)
 _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32: 4, ttnn.bfloat8_b: 1.0625}
+# L1_SMALL: the per-core L1 region that sliding-window ops (conv2d, pooling: their halo configs) allocate
+# from. It is reserved when the device opens (0 B by default, and conv2d then stops in an allocator error);
+# TT-NN's CNN demos reserve 24-32 KiB.
+L1_SMALL_SIZE = 32768
 _PRECHECK_BYTES = 64 << 20  # constants from this size up are checked against free device memory first
 # Keyword arguments that steer how the device computes, not what: never passed to a golden function.
 _DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
@@ -120,7 +124,7 @@ def device(index: int):
     dev = _devices.get(index)
     if dev is None:
         check_index(index)
-        dev = _devices[index] = ttnn.open_device(device_id=index)
+        dev = _devices[index] = ttnn.open_device(device_id=index, l1_small_size=L1_SMALL_SIZE)
     return dev
 
 
@@ -280,6 +284,60 @@ def _linear_ref(a, b, transpose_a=False, transpose_b=False, *, bias=None, activa
     return out
 
 
+def _nhwc_to_nchw(x, batch_size, input_h, input_w, channels):
+    return x.reshape(batch_size, input_h, input_w, -1)[..., :channels].permute(0, 3, 1, 2)
+
+
+def _nchw_to_flat(x):  # [N, C, H, W] -> [1, 1, N*H*W, C]: how TT-NN's sliding-window ops return results
+    n, c, h, w = x.shape
+    return x.permute(0, 2, 3, 1).reshape(1, 1, n * h * w, c)
+
+
+def _pool_padding(padding):
+    """[pad_h, pad_w] or [top, bottom, left, right] as F.pad's (left, right, top, bottom)."""
+    if len(padding) == 2:
+        return (padding[1], padding[1], padding[0], padding[0])
+    return (padding[2], padding[3], padding[0], padding[1])
+
+
+def _max_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,
+                    ceil_mode=False, return_indices=False, **_):
+    # (ttnn's golden imports a module of tt-metal's test tree that the wheel does not ship)
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    pad = _pool_padding(padding)
+    if pad[0] != pad[1] or pad[2] != pad[3]:
+        x, pad = torch.nn.functional.pad(x, pad, value=-math.inf), (0, 0, 0, 0)
+    out, indices = torch.nn.functional.max_pool2d(x, kernel_size, stride, (pad[2], pad[0]), dilation, ceil_mode,
+                                                  return_indices=True)
+    return (_nchw_to_flat(out), _nchw_to_flat(indices)) if return_indices else _nchw_to_flat(out)
+
+
+def _avg_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, ceil_mode=False,
+                    count_include_pad=True, divisor_override=None, **_):
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    pad = _pool_padding(padding)
+    symmetric = pad[0] == pad[1] and pad[2] == pad[3]
+    out = torch.nn.functional.avg_pool2d(x, kernel_size, stride, (pad[2], pad[0]) if symmetric else 0, ceil_mode,
+                                         count_include_pad, divisor_override)
+    return _nchw_to_flat(out)
+
+
+def _conv_transpose2d_ref(input_tensor, weight_tensor, in_channels, out_channels, batch_size, input_height,
+                          input_width, kernel_size, stride, padding, output_padding=(0, 0), dilation=(1, 1),
+                          groups=1, bias_tensor=None, **_):
+    # (ttnn has no golden for conv_transpose2d) weight_tensor: PyTorch's [in, out / groups, kh, kw]
+    x = _nhwc_to_nchw(input_tensor, batch_size, input_height, input_width, in_channels)
+    bias = bias_tensor.reshape(-1) if bias_tensor is not None else None
+    out = torch.nn.functional.conv_transpose2d(x, weight_tensor.float(), bias, stride, padding, output_padding,
+                                               groups, dilation)
+    return _nchw_to_flat(out)
+
+
+def _adaptive_avg_pool2d_ref(x, batch_size, input_h, input_w, channels, output_size, **_):
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    return _nchw_to_flat(torch.nn.functional.adaptive_avg_pool2d(x, output_size))
+
+
 # References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
 # float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
 REFERENCES = {
@@ -288,6 +346,10 @@ REFERENCES = {
     "tilize": _to_layout_ref,
     "untilize": _to_layout_ref,
     "linear": _linear_ref,
+    "max_pool2d": _max_pool2d_ref,
+    "avg_pool2d": _avg_pool2d_ref,
+    "adaptive_avg_pool2d": _adaptive_avg_pool2d_ref,
+    "conv_transpose2d": _conv_transpose2d_ref,
 }
 
 
@@ -385,6 +447,22 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     return [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
 
 
+def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:
+    """`ttnn.<op>(<arg>=source, **kwargs)` for an op that re-lays out a parameter into the private form a
+    later op consumes (prepare_conv_weights, prepare_conv_bias), returning it on the device. These ops read
+    the parameter from a host tensor, so its value is read from the device first (once per prepared form,
+    counted in device_to_host), reshaped to `shape` if given. The result holds that value (its shadow, torch
+    dtype and shape); its device tensor is in the op's private form."""
+    value = download(source)
+    tt_dtype = FLOAT32 if source.tt_dtype == FLOAT32 else BFLOAT16
+    host = ttnn.from_torch(value.float().reshape(shape or value.shape), dtype=tt_dtype)
+    with _OutOfMemoryGuard(source.index, f"ttnn.{op} of a {tuple(source.shape)} parameter"):
+        out = _resolve(op)(**{arg: host}, **kwargs)
+    _count(op)
+    held = source.shadow if source.shadow is None or shape is None else source.shadow.reshape(shape)
+    return Handle(out, held, source.dtype, shape or source.shape, source.index)
+
+
 def shadow(op: str, args, kwargs, outs) -> list:
     """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows:
     the hardware numerics model for the call's compute-kernel config where numerics.py has one, else the
@@ -433,9 +511,14 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
     return Handle(out, shadow, dtype, shape_of(out), index)
 
 
+@functools.lru_cache(maxsize=None)
 def enum(name: str):
-    """A ttnn enum or constant by dotted name (e.g. "GeluVariant.Tanh"), for lowerings that pass one."""
-    return _resolve(name)
+    """A ttnn enum, constant or config class by dotted name (e.g. "GeluVariant.Tanh", "DRAM_MEMORY_CONFIG",
+    "Conv2dConfig"), for lowerings that pass one (not an op: resolved apart from `_resolve`)."""
+    value = ttnn
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def arch(index: int) -> str:

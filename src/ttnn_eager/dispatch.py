@@ -231,10 +231,10 @@ def _dispatch(func, args, kwargs):
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     try:
         result = entry.fn(*hargs, **hkwargs)
-    except Unfit:
+    except Unfit as unfit:
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
-        return fallback(func, args, kwargs)
+        return fallback(func, args, kwargs, reason=str(unfit))
     if entry.aliases:
         return _finish(entry, result, args, kwargs, hargs, hkwargs)
     return _wrap(result)
@@ -254,20 +254,23 @@ def _unlowered(func, args, kwargs):
     counters.count_aten(func)
     decomposition = decompositions.get(func)
     if decomposition is not None:  # PyTorch's own, into ops that are lowered (decompositions.ALLOWLIST)
-        return decomposition(*args, **kwargs)
+        r = decomposition(*args, **kwargs)
+        if r is not NotImplemented:  # (some decompositions cover only some arguments)
+            return r
     return fallback(func, args, kwargs)
 
 
 # ----------------------------------------------------------------------------------------------- in-place, out=
 @functools.lru_cache(maxsize=None)
 def _functional_of(func):
-    """For `add_.Tensor` / `add.out`: the registered functional overload (`add.Tensor`), else None."""
+    """For `add_.Tensor` / `add.out`: the functional overload (`add.Tensor`) when it is lowered or on the
+    decompositions allowlist, else None."""
     schema = func._schema
     name = schema.name.split("::")[1]
     packet = None
     if name.endswith("_") and not name.startswith("_"):
         packet = getattr(aten, name[:-1], None)
-        candidates = [func._overloadname]
+        candidates = [func._overloadname, "int"]  # (transpose_.default's functional is transpose.int)
     elif func._overloadname == "out" or func._overloadname.endswith("_out"):
         packet = getattr(aten, name, None)
         base = func._overloadname[:-4] if func._overloadname.endswith("_out") else "default"
@@ -276,12 +279,34 @@ def _functional_of(func):
         return None
     for ovl in candidates:
         op = getattr(packet, ovl, None)
-        if op is not None and op in REGISTRY:
-            return op
+        if op is not None and (op in REGISTRY or decompositions.get(op) is not None):
+            return op  # lowered, or decomposed into lowered ops (hardtanh_ as hardtanh: ReLU6(inplace=True))
     return None
 
 
+def _inplace_view(func, functional, args, kwargs):
+    """transpose_, t_, squeeze_, unsqueeze_, ...: the tensor itself becomes the view."""
+    return _become(args[0], dispatch(functional, args, kwargs)._handle, func, args, kwargs)
+
+
+def _become(target: TtnnTensor, h: api.Handle, func, args, kwargs) -> TtnnTensor:
+    """An in-place view op's effect: PyTorch's metadata of the wrapper is changed by running the op on it
+    with no dispatch (as torch.utils._python_dispatch.return_and_correct_aliasing does for wrapper
+    subclasses), and its handle becomes the view's."""
+    with torch.utils._mode_utils.no_dispatch():
+        meta = torch._C._meta_in_tls_dispatch_include()
+        torch._C._set_meta_in_tls_dispatch_include(True)
+        try:
+            func(*args, **kwargs)
+        finally:
+            torch._C._set_meta_in_tls_dispatch_include(meta)
+    target._handle = h
+    return target
+
+
 def _run_derived(func, functional, args, kwargs):
+    if torch.Tag.inplace_view in func.tags:
+        return _inplace_view(func, functional, args, kwargs)
     out_names = [a.name for a in func._schema.arguments if a.is_out]
     fkwargs = {k: v for k, v in kwargs.items() if k not in out_names}
     if out_names:
@@ -304,9 +329,15 @@ _NOT_USER_CODE = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
 _CROSS_DEVICE = {aten.copy_.default, aten._to_copy.default}
 
 
-def fallback(func, args, kwargs):
-    """Run `func` on the CPU: download inputs, compute, upload outputs (in-place/out= written back)."""
+def fallback(func, args, kwargs, reason: str = ""):
+    """Run `func` on the CPU: download inputs, compute, upload outputs (in-place/out= written back).
+    `reason`: why a lowering refused these arguments (its Unfit), named in strict mode's error."""
     if config.settings["strict"]:
+        if reason:
+            raise FallbackError(
+                f"ttnn_eager strict mode: aten op {func} cannot run on TT-NN with these arguments ({reason}), "
+                f"and strict mode forbids the CPU fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to "
+                f"fall back.")
         raise FallbackError(
             f"ttnn_eager strict mode: aten op {func} has no TT-NN lowering, and strict mode forbids the CPU "
             f"fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to fall back, or add a lowering for it.")
@@ -337,7 +368,9 @@ def fallback(func, args, kwargs):
     for i, o in enumerate(outs):
         if i in aliases:
             orig = _get(args, kwargs, *aliases[i])
-            if isinstance(orig, TtnnTensor):
+            if isinstance(orig, TtnnTensor) and torch.Tag.inplace_view in func.tags:
+                _become(orig, layout.to_device(o.contiguous(), orig._handle.index), func, args, kwargs)
+            elif isinstance(orig, TtnnTensor):
                 write_into(orig, layout.to_device(o, orig._handle.index))
             outs[i] = orig
         elif isinstance(o, torch.Tensor):

@@ -1,5 +1,6 @@
 """Generated documentation: docs/ops.md from the lowering registry, docs/bert.md from op inventories,
-docs/layouts.md from the layout policy and the measured row-major gaps.
+docs/layouts.md from the layout policy and the measured row-major gaps, docs/modules.md from the ModuleInfo
+results in docs/modules.json (written by `ttnn-eager modules`, checked by tests/test_modules.py).
 
 `ttnn-eager docs` writes them; `ttnn-eager docs --check` (and a test) fails when they are stale.
 """
@@ -139,6 +140,33 @@ def layouts_md(rows: list) -> str:
     return "".join(out)
 
 
+def modules_md(data: dict) -> str:
+    """docs/modules.md: per torch.nn module class, its ModuleInfo samples on ttnn:0 (modules_check.py)."""
+    s = data["summary"]
+    out = [HEADER.format(source="docs/modules.json (`ttnn-eager modules`: src/ttnn_eager/modules_check.py)"),
+           "# torch.nn modules on ttnn:0 (PyTorch's ModuleInfo samples)\n\n",
+           f"Every module class in `torch.testing._internal.common_modules.module_db` (torch {data['torch']}), "
+           f"float32, eval mode (BatchNorm also in training mode, running statistics compared), at most "
+           f"{data['max_samples_per_module']} samples per module and mode (the first in module_db's order; "
+           "*available* is how many exist), on the mock device against the CPU. A sample passes when every "
+           "output has PyTorch's shape and dtype and values within bfloat16 tolerance (see "
+           "`modules_check.py`); *on device* counts samples that ran with no CPU fallback.\n\n",
+           f"**{s['modules_without_fallbacks']} of {s['modules']} modules run every sample right with no CPU fallback; "
+           f"{s['passed']} of {s['samples']} samples pass, {s['refused']} are refused by design (float64); "
+           f"{s['samples_on_device']} ran entirely on the device.**\n\n"]
+    if data["tolerances"]:
+        out.append("Looser tolerances, with their reasons: "
+                   + "; ".join(f"`{k}`: {v}" for k, v in data["tolerances"].items()) + ".\n\n")
+    out.append("| module | samples (available) | passed | on device | CPU fallbacks (aten op: calls) | "
+               "failures |\n|---|---|---|---|---|---|\n")
+    for r in data["modules"]:
+        fb = ", ".join(f"`{op}`: {n}" for op, n in sorted(r["fallback_ops"].items())) or "none"
+        fails = "; ".join(f"{f['mode']} #{f['sample']}: {f['reason']}".replace("|", "\\|") for f in r["failures"])
+        out.append(f"| `{r['module']}` | {r['samples']} ({r['samples_available']}) | {r['passed']} | "
+                   f"{r['on_device']} | {fb} | {fails} |\n")
+    return "".join(out)
+
+
 def _write(path: str, text: str, check: bool) -> bool:
     """Write (or, with check, compare); True when the file was stale."""
     try:
@@ -162,6 +190,12 @@ def write_all(check: bool = False, bert: bool = True) -> list:
     from . import layout_probe
     if _write(os.path.join(DOCS, "layouts.md"), layouts_md(layout_probe.measure()), check):
         stale.append("docs/layouts.md")
+    modules_json = os.path.join(DOCS, "modules.json")
+    if os.path.exists(modules_json):
+        import json
+        with open(modules_json) as f:
+            if _write(os.path.join(DOCS, "modules.md"), modules_md(json.load(f)), check):
+                stale.append("docs/modules.md")
     if bert:
         inventories = {key: bert_inventory(*key) for key in BERT_SCENARIOS}
         if _write(os.path.join(DOCS, "bert.md"), bert_md(inventories), check):

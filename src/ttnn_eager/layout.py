@@ -3,7 +3,9 @@
 TT-NN computes on TILE tensors: 32x32 tiles, the last two dimensions padded to multiples of 32, the logical
 shape kept beside the padded one. ttnn 0.81.1 also accepts ROW_MAJOR for its data-movement ops and, as
 docs/layouts.md measures, for embedding indices, typecast and gather. So every tensor is uploaded TILE and
-stays TILE; the one ROW_MAJOR tensor is an embedding table (converted once, in place, at its first lookup).
+stays TILE; the ROW_MAJOR tensors are an embedding table (converted once, in place, at its first lookup) and
+convolution kernels (parameters of 3+ dims whose last two are under 32: TILE would pad each 3x3 plane to
+32x32; a use that needs TILE converts them like any other tensor).
 
 Storage (at upload, `storage_for`):
     torch.float32    bfloat16 TILE   (float32 with configure(float32_storage="float32"); the torch dtype
@@ -44,6 +46,10 @@ Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering 
     a column for every kind. The same config class serves Wormhole B0 and Blackhole in ttnn 0.81.1
     (WormholeComputeKernelConfig, built by ttnn.init_device_compute_kernel_config for the device's arch);
     ARCH_CHOICES lists what each architecture accepts, and anything else is refused before ttnn is called.
+Prepared forms (`prepared`): a parameter re-laid out into the private form one TT-NN op consumes -- conv2d's
+weights and bias (ttnn.prepare_conv_weights / prepare_conv_bias), whose form depends on the input's size,
+the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept beside
+the parameter while it lives and is not written; a steady-state forward prepares (converts) nothing.
 
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change that may lose information
@@ -52,6 +58,7 @@ gives a new handle. Each conversion is counted in `layout_conversions`.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import torch
 
@@ -163,6 +170,13 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
             and min(value.shape) >= api.TILE_SIZE)
 
 
+def is_kernel_weight(value: torch.Tensor) -> bool:
+    """A convolution kernel ([out, in, kh, kw] with small kh, kw): TILE would pad each kh x kw plane to 32x32
+    (a 3x3 kernel takes 114x its size), and its consumer, conv2d's weight preparation, reads it once."""
+    return (isinstance(value, torch.nn.Parameter) and value.dim() >= 3 and value.shape[-1] < api.TILE_SIZE
+            and value.shape[-2] < api.TILE_SIZE)
+
+
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
     bounds = None
@@ -171,7 +185,7 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
-    if value.numel() == 0:
+    if value.numel() == 0 or is_kernel_weight(value):
         layout = api.ROW_MAJOR
     return api.upload(value, tt_dtype, layout, index, bounds=bounds)
 
@@ -245,6 +259,13 @@ def to_float32(h: api.Handle) -> api.Handle:
     return _typecast(ensure(h, TILE), api.FLOAT32)
 
 
+def stored(h: api.Handle) -> api.Handle:
+    """h in the device dtype its torch dtype is stored in (e.g. back to bfloat16 after a float32 computation
+    made by to_float32): a new handle when it differs."""
+    target = storage_for(h.dtype)[0]
+    return h if h.tt is None or h.tt_dtype == target else _typecast(h, target)
+
+
 def signed(h: api.Handle) -> api.Handle:
     return ensure(h, SIGNED)
 
@@ -304,3 +325,21 @@ def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         new = _typecast(new, storage_for(dtype)[0])
     new.dtype = dtype
     return new
+
+
+# ----------------------------------------------------------------------------------------------- prepared forms
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # parameter handle -> {key: prepared}
+
+
+def prepared(h: api.Handle, key: tuple, make) -> api.Handle:
+    """`make(h)` -- h in the form an op consumes -- made once per (h, key) and cached while h lives and is
+    not written in place (a write bumps h.version and drops the old forms). Counted in layout_conversions
+    when made."""
+    forms = _PREPARED.get(h)
+    if forms is None or forms.get("version") != h.version:
+        forms = _PREPARED[h] = {"version": h.version}
+    form = forms.get(key)
+    if form is None:
+        form = forms[key] = make(materialize(h))
+        counters.counts["layout_conversions"] += 1
+    return form

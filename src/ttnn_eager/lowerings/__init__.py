@@ -2,14 +2,20 @@
 
 Importing this package registers them all (registry.REGISTRY)."""
 from . import (  # noqa: F401
+    activation,
     attention,
+    batchnorm,
+    conv,
     elementwise,
     embedding,
     factory,
     indexing,
     matmul,
     normalization,
+    padding,
+    pooling,
     reduction,
     scatter,
+    upsample,
     views,
 )

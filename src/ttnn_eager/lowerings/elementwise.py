@@ -43,6 +43,10 @@ _REVERSED = {"add": "add", "multiply": "multiply", "subtract": "rsub", "rsub": "
 def binary(op: str, a, b, out_dtype: torch.dtype):
     """ttnn.<op>(a, b) with a or b possibly a Python scalar (an integer tensor meeting a float scalar is
     computed in floating point, as PyTorch promotes it)."""
+    if (is_handle(a) and not a.shape.numel()) or (is_handle(b) and not b.shape.numel()):
+        # an empty operand: an empty result, no ttnn call (TT-NN broadcasts the padded empty tile, and refuses)
+        shape = torch.broadcast_shapes(*(x.shape for x in (a, b) if is_handle(x)))
+        return policy.to_device(torch.empty(shape, dtype=out_dtype), (a if is_handle(a) else b).index)
     a, b = _fit(out_dtype, op, a, b)
     kwargs = _BOOL_RESULT if out_dtype == torch.bool else {}
     if is_handle(a):
@@ -215,6 +219,10 @@ def bitwise_not(x):
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
     a, b = _fit(dtype, "where", a, b)
+    if not dtype.is_floating_point and dtype != torch.bool:
+        # TT-NN's where takes no mixed dtypes: integer values (int32) with an int32 0/1 condition
+        a, b = _as(a, SIGNED), _as(b, SIGNED)
+        condition = policy.retag(condition, torch.int32)
     return api.run("where", condition, _scalar(a) if not is_handle(a) else a,
                    _scalar(b) if not is_handle(b) else b, out_dtype=dtype)
 

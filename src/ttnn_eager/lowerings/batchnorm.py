@@ -1,0 +1,153 @@
+"""Batch and group normalization as compositions of TT-NN elementwise ops and reductions.
+
+The input [N, C, *] is viewed as [N, C, L] (L = the product of the spatial sizes, 1 for BatchNorm1d on
+[N, C]) so that per-channel values broadcast as [1, C, 1].
+
+Eval (running statistics): y = x * scale + shift with scale = weight / sqrt(running_var + eps) and
+shift = bias - running_mean * scale, folded once per (parameters, versions) by the layout policy
+(layout.prepared on the running mean: a write into any of them, e.g. load_state_dict, refolds), so a
+steady-state forward is one multiply and one add per BatchNorm.
+
+Training (batch statistics, also InstanceNorm and GroupNorm): mean and biased variance over (N, L) in
+float32 (a bfloat16 variance loses its small values), normalized in float32, the result stored back in the
+input's dtype. With running statistics the running mean and (unbiased) variance are updated in place, as
+PyTorch does. The saved mean and inverse standard deviation (for autograd) are returned as PyTorch does;
+eval returns empty ones.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import TILE_FLOAT
+from ..registry import Unfit, lowering
+from .views import reshape
+
+aten = torch.ops.aten
+
+
+def _empty(x):
+    """The empty saved-statistics result of eval batch norm: no device memory."""
+    return api.Handle(None, None, x.dtype, (0,), x.index)
+
+
+def _channels(t, c: int):
+    return reshape(t, (1, c, 1))
+
+
+def _write(h: api.Handle, value: api.Handle) -> None:
+    """h (a running-statistics buffer) now holds value: an in-place update, as PyTorch's kernel does."""
+    h.assign(policy.stored(reshape(value, h.shape)))
+    h.version += 1
+
+
+def _fold(x, weight, bias, mean, var, eps):
+    """(scale, shift) of eval batch norm as [1, C, 1], folded once per parameter versions."""
+    c = x.shape[1]
+    parts = (weight, bias, mean, var)
+    key = ("batch_norm", float(eps)) + tuple((id(p), p.version) if p is not None else None for p in parts)
+
+    def fold(_):
+        inv = api.run("rsqrt", api.run("add", var, float(eps)))
+        scale = api.run("multiply", inv, weight) if weight is not None else inv
+        shift = api.run("multiply", mean, scale)
+        shift = api.run("subtract", bias, shift) if bias is not None else api.run("neg", shift)
+        return _channels(scale, c), _channels(shift, c), parts  # parts: kept alive, so their ids stay theirs
+
+    scale, shift, _ = policy.prepared(mean, key, fold)
+    return scale, shift
+
+
+def _eval(x, weight, bias, mean, var, eps):
+    n, c = x.shape[0], x.shape[1]
+    x3 = reshape(x, (n, c, -1))
+    scale, shift = _fold(x, weight, bias, mean, var, eps)
+    out = api.run("add", api.run("multiply", x3, scale), shift)
+    return reshape(out, x.shape), _empty(x), _empty(x)
+
+
+def _stats(x3, dims):
+    """mean and biased variance of float32 x3 over dims (kept), and the centered values."""
+    mean = api.run("mean", x3, dim=dims, keepdim=True)
+    centered = api.run("subtract", x3, mean)
+    var = api.run("mean", api.run("multiply", centered, centered), dim=dims, keepdim=True)
+    return mean, var, centered
+
+
+def _train(x, weight, bias, running_mean, running_var, momentum, eps):
+    n, c = x.shape[0], x.shape[1]
+    count = x.shape.numel() // c
+    x3 = policy.to_float32(reshape(x, (n, c, -1)))
+    mean, var, centered = _stats(x3, [0, 2])
+    invstd = api.run("rsqrt", api.run("add", var, float(eps)))
+    out = api.run("multiply", centered, invstd)
+    out = policy.stored(_affine(out, weight, bias, c))
+    if running_mean is not None:  # (1 - momentum) * running + momentum * batch, in float32
+        _write(running_mean, api.run("add", api.run("multiply", policy.to_float32(running_mean), 1.0 - momentum),
+                                     api.run("multiply", reshape(mean, (c,)), float(momentum))))
+    if running_var is not None:  # with the unbiased batch variance
+        unbiased = api.run("multiply", reshape(var, (c,)), float(count) / max(count - 1, 1))
+        _write(running_var, api.run("add", api.run("multiply", policy.to_float32(running_var), 1.0 - momentum),
+                                    api.run("multiply", unbiased, float(momentum))))
+    saved_mean = policy.stored(reshape(mean, (c,)))
+    saved_invstd = policy.stored(reshape(invstd, (c,)))
+    return reshape(out, x.shape), saved_mean, saved_invstd
+
+
+def _affine(out, weight, bias, c):
+    if weight is not None:
+        out = api.run("multiply", out, _channels(policy.to_float32(weight), c))
+    if bias is not None:
+        out = api.run("add", out, _channels(policy.to_float32(bias), c))
+    return out
+
+
+def _check(x):
+    if len(x.shape) < 2 or x.shape.numel() == 0:
+        raise Unfit(f"batch_norm: input of shape {list(x.shape)}")
+
+
+@lowering(aten.native_batch_norm.default, ttnn=["multiply", "add", "mean", "subtract", "rsqrt"],
+          needs=TILE_FLOAT, notes="eval: one multiply-add with scale/shift folded once; training: float32 "
+                                  "batch statistics, running statistics updated in place")
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    _check(x)
+    if training or running_mean is None or running_var is None:
+        return _train(x, weight, bias, running_mean if training else None, running_var if training else None,
+                      momentum, eps)
+    return _eval(x, weight, bias, running_mean, running_var, eps)
+
+
+@lowering(aten._native_batch_norm_legit_no_training.default, ttnn=["multiply", "add"], needs=TILE_FLOAT)
+def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    _check(x)
+    return _eval(x, weight, bias, running_mean, running_var, eps)
+
+
+@lowering(aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
+          ttnn=["multiply", "add", "mean", "subtract", "rsqrt"], needs=TILE_FLOAT)
+def native_batch_norm_legit(x, weight, bias, *args):
+    _check(x)
+    if len(args) == 5:  # running_mean, running_var, training, momentum, eps
+        running_mean, running_var, training, momentum, eps = args
+        if not training:
+            return _eval(x, weight, bias, running_mean, running_var, eps)
+        return _train(x, weight, bias, running_mean, running_var, momentum, eps)
+    training, momentum, eps = args  # no_stats: batch statistics, nothing to update
+    return _train(x, weight, bias, None, None, momentum, eps)
+
+
+@lowering(aten.native_group_norm.default, ttnn=["mean", "subtract", "multiply", "rsqrt", "add"],
+          needs=TILE_FLOAT, notes="float32 group statistics")
+def native_group_norm(x, weight, bias, n, c, hxw, group, eps):
+    if x.shape.numel() == 0 or c % group:
+        raise Unfit(f"native_group_norm: {c} channels in {group} groups")
+    xg = policy.to_float32(reshape(x, (n, group, -1)))
+    mean, var, centered = _stats(xg, [2])
+    invstd = api.run("rsqrt", api.run("add", var, float(eps)))
+    out = reshape(api.run("multiply", centered, invstd), (n, c, -1))
+    out = policy.stored(_affine(out, weight, bias, c))
+    stat = (n, group)
+    return (reshape(out, x.shape), policy.stored(reshape(mean, stat)),
+            policy.stored(reshape(invstd, stat)))

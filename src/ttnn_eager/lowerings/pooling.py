@@ -1,0 +1,183 @@
+"""2-D pooling: max_pool2d (with and without indices), avg_pool2d, adaptive_avg_pool2d as TT-NN's
+sliding-window pools.
+
+Layout decisions (as in conv.py): TT-NN pools read a channels-last image flattened to [1, 1, N*H*W, C] and
+write [1, 1, N*OH*OW, C], so the NCHW input is permuted to NHWC and the result permuted back. max/avg pools
+are asked for a TILE result in DRAM (what every consumer wants); adaptive_avg_pool2d returns ROW_MAJOR, which
+the layout policy tilizes (counted). Unbatched [C, H, W] inputs are pooled as a batch of one.
+
+max_pool2d's indices come from TT-NN (uint16: refused above 65535 positions per image) and are PyTorch's:
+flat positions h * W + w in each channel's plane. Ties (equal values, e.g. after bfloat16 rounding) may pick
+a different position than the CPU's first-wins rule; the values agree.
+
+Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming the op and argument):
+3-D pools, padding more than half the kernel (PyTorch's own error comes from the fallback), empty inputs,
+float32-stored inputs (TT-NN's pools take bfloat16 only),
+and adaptive max pooling to sizes that do not divide the input (TT-NN's adaptive pool takes uniform windows
+only; adaptive average pooling then averages PyTorch's bins slice by slice).
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import TILE, TILE_FLOAT
+from ..registry import Unfit, lowering
+from .views import cat, permute_handle, reshape, slice_handle
+
+aten = torch.ops.aten
+_UINT16_POSITIONS = 1 << 16
+
+
+def _pair(v, default=None) -> tuple:
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        v = default
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    return v * 2 if len(v) == 1 else v
+
+
+def _out_size(size, k, s, p, d, ceil_mode) -> int:
+    """PyTorch's pooling output size (pooling_output_shape)."""
+    eff = d * (k - 1) + 1
+    num = size + 2 * p - eff + ((s - 1) if ceil_mode else 0)
+    out = num // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or its left padding
+        out -= 1
+    return out
+
+
+def _as_batch(x, op: str):
+    """x as [N, C, H, W] and whether it was unbatched ([C, H, W])."""
+    if len(x.shape) == 3:
+        return _as_batch(reshape(x, (1, *x.shape)), op)[0], True
+    if len(x.shape) != 4:
+        raise Unfit(f"{op}: input of {len(x.shape)} dims")
+    if x.shape.numel() == 0:
+        raise Unfit(f"{op}: empty input")
+    if x.tt_dtype != api.BFLOAT16:  # (float32 storage: configure(float32_storage="float32"))
+        raise Unfit(f"{op}: a {x.tt_dtype} input (TT-NN's pools take bfloat16 only)")
+    return x, False
+
+
+def _flat_nhwc(x):
+    n, c, h, w = x.shape
+    return reshape(permute_handle(x, (0, 2, 3, 1)), (1, 1, n * h * w, c))
+
+
+def _nchw(out, n, oh, ow, c, unbatched: bool):
+    out = permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
+    return reshape(out, (c, oh, ow)) if unbatched else out
+
+
+def _window(op, x, kernel_size, stride, padding, dilation, ceil_mode):
+    kernel = _pair(kernel_size)
+    stride = _pair(stride, kernel)
+    padding, dilation = _pair(padding), _pair(dilation)
+    for k, p, d in zip(kernel, padding, dilation):
+        if p > (d * (k - 1) + 1) // 2 or k < 1:
+            raise Unfit(f"{op}: padding={list(padding)} is more than half the kernel {list(kernel)}")
+    n, c, h, w = x.shape
+    oh = _out_size(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
+    ow = _out_size(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
+    if oh < 1 or ow < 1:
+        raise Unfit(f"{op}: output size {oh}x{ow} is too small")
+    return kernel, stride, padding, dilation, oh, ow
+
+
+def _tile_dram() -> dict:
+    return dict(output_layout=api.TILE, memory_config=api.enum("DRAM_MEMORY_CONFIG"))
+
+
+def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
+    x, unbatched = _as_batch(x, "max_pool2d")
+    kernel, stride, padding, dilation, oh, ow = _window("max_pool2d", x, kernel_size, stride, padding, dilation,
+                                                        ceil_mode)
+    n, c, h, w = x.shape
+    if with_indices and h * w > _UINT16_POSITIONS:
+        raise Unfit(f"max_pool2d_with_indices: {h}x{w} positions per image exceed TT-NN's uint16 indices")
+    args = (_flat_nhwc(x), n, h, w, c, list(kernel), list(stride), list(padding), list(dilation))
+    if not with_indices:
+        out = api.run("max_pool2d", *args, ceil_mode=ceil_mode, **_tile_dram())
+        return _nchw(out, n, oh, ow, c, unbatched)
+    # with indices TT-NN writes ROW_MAJOR only: the policy tilizes both results (and widens the uint16 indices)
+    values, indices = api.run("max_pool2d", *args, ceil_mode=ceil_mode, return_indices=True,
+                              memory_config=api.enum("DRAM_MEMORY_CONFIG"))
+    values = policy.ensure(values, TILE)
+    indices.dtype = torch.int64
+    indices = policy.ensure(policy.ensure(indices, policy.INDEX), TILE)
+    indices.bounds = (0, h * w - 1, False)
+    return _nchw(values, n, oh, ow, c, unbatched), _nchw(indices, n, oh, ow, c, unbatched)
+
+
+@lowering(aten.max_pool2d.default, ttnn=["permute", "reshape", "max_pool2d"], needs=TILE_FLOAT,
+          notes="kept whole for inference (no indices); NHWC on the device")
+def max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices=False)
+
+
+@lowering(aten.max_pool2d_with_indices.default, ttnn=["permute", "reshape", "max_pool2d", "typecast"],
+          needs=TILE_FLOAT, notes="indices from TT-NN (uint16, so at most 65536 positions per image); ties may "
+                                  "pick another position than the CPU")
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices=True)
+
+
+@lowering(aten.avg_pool2d.default, ttnn=["permute", "reshape", "avg_pool2d"], needs=TILE_FLOAT,
+          notes="ceil_mode, count_include_pad and divisor_override as in PyTorch")
+def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    x, unbatched = _as_batch(x, "avg_pool2d")
+    kernel, stride, padding, _, oh, ow = _window("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None and divisor_override <= 0:
+        raise Unfit("avg_pool2d: divisor_override must be positive")
+    n, c, h, w = x.shape
+    out = api.run("avg_pool2d", _flat_nhwc(x), n, h, w, c, list(kernel), list(stride), list(padding),
+                  ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override,
+                  **_tile_dram())
+    return _nchw(out, n, oh, ow, c, unbatched)
+
+
+_MAX_BINS = 64  # adaptive bins computed one slice each (sizes that do not divide the input)
+
+
+def _bin_means(x, d: int, out: int):
+    """PyTorch's adaptive average bins along dimension d: bin i averages [floor(i*n/out), ceil((i+1)*n/out))
+    (a window is a product of intervals, so averaging rows then columns averages the window)."""
+    n = x.shape[d]
+    parts = [api.run("mean", slice_handle(x, d, i * n // out, -(-(i + 1) * n // out)), dim=d, keepdim=True)
+             for i in range(out)]
+    return cat(parts, d) if len(parts) > 1 else parts[0]
+
+
+@lowering(aten._adaptive_avg_pool2d.default, ttnn=["permute", "reshape", "adaptive_avg_pool2d", "to_layout",
+                                                   "slice", "mean", "concat"],
+          needs=TILE_FLOAT, notes="TT-NN's adaptive pool where the output size divides the input (its ROW_MAJOR "
+                                  "result tilized by the policy); else PyTorch's bins as slices and means")
+def adaptive_avg_pool2d(x, output_size):
+    x, unbatched = _as_batch(x, "adaptive_avg_pool2d")
+    oh, ow = (x.shape[-2 + i] if s is None else s for i, s in enumerate(_pair(output_size)))
+    n, c, h, w = x.shape
+    if oh < 1 or ow < 1:
+        raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]}")
+    if h % oh or w % ow:  # TT-NN's pool refuses windows of varying size (TT_THROW): rows, then columns
+        if oh + ow > _MAX_BINS:
+            raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
+        out = _bin_means(_bin_means(x, 2, oh), 3, ow)
+        return reshape(out, (c, oh, ow)) if unbatched else out
+    out = api.run("adaptive_avg_pool2d", _flat_nhwc(x), n, h, w, c, [oh, ow],
+                  memory_config=api.enum("DRAM_MEMORY_CONFIG"))
+    return _nchw(policy.ensure(out, TILE), n, oh, ow, c, unbatched)
+
+
+@lowering(aten.adaptive_max_pool2d.default, ttnn=["permute", "reshape", "max_pool2d", "typecast"],
+          needs=TILE_FLOAT, notes="output sizes that divide the input: a max pool of uniform windows (indices too)")
+def adaptive_max_pool2d(x, output_size):
+    oh, ow = (x.shape[-2 + i] if s is None else s for i, s in enumerate(_pair(output_size)))
+    h, w = x.shape[-2], x.shape[-1]
+    if oh < 1 or ow < 1 or h % oh or w % ow:
+        raise Unfit(f"adaptive_max_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
+    kernel = (h // oh, w // ow)
+    return _max_pool(x, kernel, kernel, 0, 1, False, with_indices=True)

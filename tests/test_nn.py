@@ -1,0 +1,443 @@
+"""torch.nn families on ttnn:0 (issue 15): convolution, pooling, batch/group norm, activations, padding,
+recurrent cells. Per-op cases (CASES, gathered by tests/test_ops.py), property-based tests (hypothesis,
+strict mode: no CPU fallback) against PyTorch on the CPU, and the module-level contracts: conv weights
+prepared once, channels-last and non-contiguous images, refusals that name the op and argument."""
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ttnn_eager
+
+from conftest import covers, pcc
+
+DEV = "ttnn:0"
+aten = torch.ops.aten
+# Sliding-window ops build one program per configuration (about a second each on the mock device, then
+# cached): few examples, from small sets of sizes, the same ones every run.
+FEW = settings(max_examples=6, deadline=None, derandomize=True, database=None,
+               suppress_health_check=list(HealthCheck))
+MANY = settings(max_examples=15, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+
+
+def bf(*shape, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return (torch.randn(*shape, generator=g) * scale).to(torch.bfloat16).float()
+
+
+def close(got, ref, atol=0.03, rtol=0.03):
+    """Every element within bfloat16 tolerance of the CPU's float32 result (shape and dtype equal)."""
+    assert got.device.type == "ttnn" and got.shape == ref.shape and got.dtype == ref.dtype, \
+        (got.shape, ref.shape, got.dtype, ref.dtype)
+    got = got.cpu()
+    if not ref.dtype.is_floating_point:
+        assert torch.equal(got, ref)
+        return
+    scale = max(float(ref.abs().max()) if ref.numel() else 0.0, 1.0)
+    err = (got - ref).abs()
+    assert bool((err <= atol * scale + rtol * ref.abs()).all()), float(err.max())
+
+
+def on_device(fn, *inputs, **tol):
+    """fn on the CPU and, in strict mode (a CPU fallback raises), on ttnn:0: compared output by output."""
+    ref = fn(*inputs)
+    with torch.no_grad(), ttnn_eager.strict():
+        out = fn(*[x.to(DEV) if isinstance(x, torch.Tensor) else x for x in inputs])
+    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        close(o, r, **tol)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- cases
+CASES = {
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [(bf(1, 3, 17, 19), bf(8, 3, 3, 3), bf(8))]),
+    "conv1d": (lambda x, w: F.conv1d(x, w, padding=1), [(bf(2, 4, 10), bf(6, 4, 3))]),
+    "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+                         [(bf(1, 4, 6, 7), bf(4, 8, 3, 3), bf(8))]),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), [(bf(1, 8, 16, 16),)]),
+    "max_pool2d_indices": (lambda x: F.max_pool2d(x, 2, return_indices=True), [(bf(2, 3, 8, 6),)]),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [(bf(2, 5, 11, 11),)]),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [(bf(2, 6, 9, 8),)]),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True), [(bf(1, 4, 8, 9),)]),
+    "native_batch_norm": (lambda x, m, v, w, b: aten.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5)[0],
+                          [(bf(2, 5, 7, 6), bf(5), bf(5).abs() + 0.5, bf(5), bf(5))]),
+    "batch_norm_no_training": (lambda x, m, v: aten._native_batch_norm_legit_no_training(x, None, None, m, v, 0.1,
+                                                                                          1e-5)[0],
+                               [(bf(3, 4), bf(4), bf(4).abs() + 0.5)]),
+    "batch_norm_legit": (lambda x, m, v: aten._native_batch_norm_legit(x, None, None, m, v, True, 0.1, 1e-5)[0],
+                         [(bf(3, 4, 5), bf(4), bf(4).abs() + 0.5)]),
+    "batch_norm_no_stats": (lambda x: aten._native_batch_norm_legit.no_stats(x, None, None, True, 0.1, 1e-5)[0],
+                            [(bf(3, 4, 5),)]),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [(bf(2, 6, 5, 4), bf(6), bf(6))]),
+    "elu": (F.elu, [(bf(5, 33),)]),
+    "celu": (lambda x: F.celu(x, 0.5), [(bf(5, 33),)]),
+    "selu": (F.selu, [(bf(5, 33),)]),
+    "hardswish": (F.hardswish, [(bf(5, 33, scale=4),)]),
+    "hardsigmoid": (F.hardsigmoid, [(bf(5, 33, scale=4),)]),
+    "mish": (F.mish, [(bf(5, 33),)]),
+    "softplus": (lambda x: F.softplus(x, beta=2, threshold=3), [(bf(5, 33),)]),
+    "hardshrink": (F.hardshrink, [(bf(5, 33),)]),
+    "softshrink": (F.softshrink, [(bf(5, 33),)]),
+    "threshold": (lambda x: F.threshold(x, 0.2, -1.0), [(bf(5, 33),)]),
+    "logsigmoid": (F.logsigmoid, [(bf(5, 33),)]),
+    "prelu": (lambda x, w: F.prelu(x, w), [(bf(2, 3, 5), bf(3).abs())]),
+    "glu": (lambda x: F.glu(x, 1), [(bf(3, 8, 5),)]),
+    "log_softmax": (lambda x: F.log_softmax(x, -1), [(bf(3, 33),)]),
+    "sign": (torch.sign, [(bf(3, 33),)]),
+    "log1p": (lambda x: torch.log1p(x.abs()), [(bf(3, 33),)]),
+    "expm1": (torch.expm1, [(bf(3, 33),)]),
+    "maximum": (torch.maximum, [(bf(3, 33), bf(33, seed=1))]),
+    "minimum": (torch.minimum, [(bf(3, 33), bf(33, seed=1))]),
+    "xlogy": (lambda x, y: torch.xlogy(x, y), [(bf(3, 33).relu(), bf(3, 33).abs() + 0.1)]),
+    "upsample_nearest1d": (lambda x: F.interpolate(x, scale_factor=3), [(bf(2, 3, 5),)]),
+    "upsample_nearest2d": (lambda x: F.interpolate(x, size=(10, 21)), [(bf(2, 3, 5, 7),)]),
+    "upsample_nearest3d": (lambda x: F.interpolate(x, scale_factor=2), [(bf(1, 2, 3, 4, 5),)]),
+    "adaptive_avg_pool2d_uneven": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [(bf(2, 3, 5, 7),)]),
+    "constant_pad": (lambda x: F.pad(x, (1, 2, -1, 3), value=0.5), [(bf(2, 3, 5, 4),)]),
+    "reflection_pad1d": (lambda x: F.pad(x, (2, 1), mode="reflect"), [(bf(2, 3, 5),)]),
+    "reflection_pad2d": (lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"), [(bf(1, 3, 5, 4),)]),
+    "reflection_pad3d": (lambda x: F.pad(x, (1, 1, 1, 0, 0, 1), mode="reflect"), [(bf(1, 2, 3, 4, 3),)]),
+    "replication_pad1d": (lambda x: F.pad(x, (2, 1), mode="replicate"), [(bf(2, 3, 5),)]),
+    "replication_pad2d": (lambda x: F.pad(x, (2, 1, 1, 2), mode="replicate"), [(bf(1, 3, 5, 4),)]),
+    "replication_pad3d": (lambda x: F.pad(x, (1, 1, 1, 0, 0, 1), mode="replicate"), [(bf(1, 2, 3, 4, 3),)]),
+}
+
+
+def test_cases_match_the_cpu():
+    for name, (fn, sets) in CASES.items():
+        for inputs in sets:
+            ref = fn(*inputs)
+            with torch.no_grad():
+                out = fn(*[x.to(DEV) for x in inputs])
+            outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+            for o, r in zip(outs, refs):
+                try:
+                    close(o, r)
+                except AssertionError as e:
+                    raise AssertionError(f"{name}: {e}") from e
+
+
+# ----------------------------------------------------------------------------------------------- properties
+@covers(aten.convolution.default)
+@FEW
+@given(n=st.sampled_from([1, 2]), c=st.sampled_from([1, 3, 8]), o=st.sampled_from([4, 16]),
+       hw=st.sampled_from([(7, 9), (16, 16)]), k=st.sampled_from([1, 3]), stride=st.sampled_from([1, 2]),
+       pad=st.sampled_from([0, 1]), depthwise=st.booleans(), one_d=st.booleans(), bias=st.booleans(),
+       transposed=st.booleans())
+def test_convolution(n, c, o, hw, k, stride, pad, depthwise, one_d, bias, transposed):
+    groups = 1 if transposed or k == 1 else (c if depthwise else 1)  # (depthwise 1x1: the fallback, below)
+    o = c if groups != 1 else o
+    f = {(False, False): F.conv2d, (False, True): F.conv1d, (True, False): F.conv_transpose2d,
+         (True, True): F.conv_transpose1d}[transposed, one_d]
+    spatial = (hw[1],) if one_d else hw
+    w_shape = (c, o) if transposed else (o, c // groups)
+    x, w = bf(n, c, *spatial), bf(*w_shape, *[k] * len(spatial))
+    b = bf(o) if bias else None
+    ref = f(x, w, b, stride=stride, padding=pad, groups=groups)
+    with torch.no_grad(), ttnn_eager.strict():
+        out = f(x.to(DEV), w.to(DEV), b.to(DEV) if bias else None, stride=stride, padding=pad, groups=groups)
+    assert out.shape == ref.shape and pcc(out.cpu(), ref) >= 0.999
+
+
+@covers(aten.max_pool2d.default, aten.max_pool2d_with_indices.default, aten.avg_pool2d.default,
+        aten._adaptive_avg_pool2d.default, aten.adaptive_max_pool2d.default)
+@FEW
+@given(n=st.sampled_from([1, 2]), c=st.sampled_from([3, 32]), hw=st.sampled_from([(8, 8), (9, 12)]),
+       k=st.sampled_from([2, 3]), stride=st.sampled_from([1, 2]), pad=st.sampled_from([0, 1]),
+       ceil=st.booleans(), count_pad=st.booleans())
+def test_pooling(n, c, hw, k, stride, pad, ceil, count_pad):
+    x = bf(n, c, *hw)
+    pad = min(pad, k // 2)
+    on_device(lambda x: F.max_pool2d(x, k, stride, pad, ceil_mode=ceil), x)
+    out, _ = F.max_pool2d(x, k, stride, pad, ceil_mode=ceil, return_indices=True)
+    with torch.no_grad(), ttnn_eager.strict():
+        dv, di = F.max_pool2d(x.to(DEV), k, stride, pad, ceil_mode=ceil, return_indices=True)
+    close(dv, out)
+    # indices point at a maximum of the (bfloat16-exact) input: the CPU's, up to ties
+    assert di.dtype == torch.int64 and di.shape == out.shape
+    assert torch.equal(x.flatten(-2).gather(-1, di.cpu().flatten(-2)), out.flatten(-2))
+    on_device(lambda x: F.avg_pool2d(x, k, stride, pad, ceil_mode=ceil, count_include_pad=count_pad), x)
+    size = {(8, 8): (4, 2), (9, 12): (3, 4)}[hw]  # TT-NN's adaptive pools take sizes that divide the input
+    on_device(lambda x: F.adaptive_avg_pool2d(x, size), x)
+    on_device(lambda x: F.adaptive_max_pool2d(x, size), x)
+
+
+@covers(aten.native_batch_norm.default, aten._native_batch_norm_legit_no_training.default,
+        aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
+        aten.native_group_norm.default)
+@MANY
+@given(shape=st.sampled_from([(4, 3), (2, 5, 7), (2, 6, 5, 4), (1, 4, 33, 2)]), affine=st.booleans(),
+       training=st.booleans(), eps=st.sampled_from([1e-5, 0.1]))
+def test_batch_and_group_norm(shape, affine, training, eps):
+    c = shape[1]
+    x, w, b = bf(*shape), bf(c) if affine else None, bf(c) if affine else None
+    mean, var = bf(c, seed=1), bf(c, seed=2).abs() + 0.5
+
+    def bn(x, m, v, w, b):
+        out = F.batch_norm(x, m, v, w, b, training, 0.1, eps)
+        return out, m, v  # running statistics are updated in place in training
+
+    ref = bn(x, mean.clone(), var.clone(), w, b)
+    with torch.no_grad(), ttnn_eager.strict():
+        dev = [t.to(DEV) if t is not None else None for t in (x, mean, var, w, b)]
+        out = bn(*dev)
+    for o, r in zip(out, ref):
+        close(o, r)
+    wb = (w, b) if affine else ()
+    unpack = (lambda w, b: (w, b)) if affine else (lambda: (None, None))  # noqa: E731
+    on_device(lambda x, m, v, *wb: aten._native_batch_norm_legit_no_training(x, *unpack(*wb), m, v, 0.1, eps)[0],
+              x, mean, var, *wb)
+    on_device(lambda x, *wb: aten._native_batch_norm_legit.no_stats(x, *unpack(*wb), True, 0.1, eps), x, *wb)
+    if c % 2 == 0:
+        on_device(lambda x, *wb: aten.native_group_norm(x, *unpack(*wb), shape[0], c, math.prod(shape[2:]), 2,
+                                                        eps), x, *wb)
+
+
+ACTIVATIONS = {
+    aten.elu.default: lambda x: F.elu(x, 0.7), aten.celu.default: lambda x: F.celu(x, 1.5),
+    aten.hardswish.default: F.hardswish, aten.hardsigmoid.default: F.hardsigmoid, aten.mish.default: F.mish,
+    aten.softplus.default: lambda x: F.softplus(x, 1.5, 2.0), aten.hardshrink.default: F.hardshrink,
+    aten.softshrink.default: lambda x: F.softshrink(x, 0.3), aten.threshold.default: lambda x: F.threshold(x, 0.1, 2.0),
+    aten.log_sigmoid_forward.default: F.logsigmoid, aten.sign.default: torch.sign,
+    aten.log1p.default: lambda x: torch.log1p(x.abs()), aten.expm1.default: torch.expm1,
+    aten._log_softmax.default: lambda x: F.log_softmax(x, 0),
+}
+
+
+@covers(*ACTIVATIONS, aten._prelu_kernel.default, aten.glu.default, aten.maximum.default, aten.minimum.default,
+        aten.xlogy.Tensor)
+@MANY
+@given(shape=st.lists(st.sampled_from([1, 2, 31, 33]), min_size=1, max_size=3).map(tuple),
+       scale=st.sampled_from([0.5, 3.0]))
+def test_activations(shape, scale):
+    x = bf(*shape, scale=scale)
+    for op, fn in ACTIVATIONS.items():
+        on_device(fn, x)
+    y = bf(*shape, seed=3)
+    on_device(torch.maximum, x, y)
+    on_device(torch.minimum, x, y)
+    on_device(torch.xlogy, x.relu(), y.abs() + 0.1)
+    if len(shape) >= 2:
+        on_device(F.prelu, x, bf(shape[1], seed=4))
+    on_device(F.prelu, x, torch.tensor([0.25]))
+    if shape[-1] % 2 == 0:
+        on_device(F.glu, x)
+
+
+@covers(aten.constant_pad_nd.default, aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+        aten.reflection_pad3d.default, aten.replication_pad1d.default, aten.replication_pad2d.default,
+        aten.replication_pad3d.default)
+@MANY
+@given(dims=st.sampled_from([1, 2, 3]), pads=st.lists(st.integers(0, 2), min_size=6, max_size=6),
+       value=st.sampled_from([0.0, -1.5]), crop=st.booleans())
+def test_padding(dims, pads, value, crop):
+    x = bf(*[2, 3, 4, 5, 6][:2 + dims])
+    pad = tuple(pads[:2 * dims])
+    on_device(lambda x: F.pad(x, pad, mode="reflect"), x)
+    on_device(lambda x: F.pad(x, pad, mode="replicate"), x)
+    constant = tuple(-p if crop and i % 2 else p for i, p in enumerate(pad))
+    on_device(lambda x: F.pad(x, constant, value=value), x)
+
+
+@covers(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,
+        aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec, aten.upsample_nearest3d.vec)
+@MANY
+@given(dims=st.sampled_from([1, 2, 3]), sizes=st.lists(st.sampled_from([1, 2, 5, 33]), min_size=3, max_size=3),
+       factors=st.lists(st.sampled_from([1, 2, 3]), min_size=3, max_size=3), by_size=st.booleans())
+def test_upsample_nearest(dims, sizes, factors, by_size):
+    x = bf(2, 3, *sizes[:dims])
+    with torch.inference_mode():  # F.interpolate's .vec overloads arrive whole
+        ref = F.interpolate(x, scale_factor=tuple(float(f) for f in factors[:dims]))
+        with ttnn_eager.strict():
+            close(F.interpolate(x.to(DEV), scale_factor=tuple(float(f) for f in factors[:dims])), ref)
+    if by_size:
+        out = tuple(s * f for s, f in zip(sizes[:dims], factors[:dims]))
+        on_device(lambda x: F.interpolate(x, size=out), x)
+    else:
+        on_device(lambda x: F.interpolate(x, scale_factor=tuple(float(f) for f in factors[:dims])), x)
+
+
+# ----------------------------------------------------------------------------------------------- modules
+class SmallCNN(nn.Module):
+    """The ResNet families in miniature: conv-bn-relu, max pool, a residual block, global average pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.block = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                                   nn.Conv2d(16, 16, 3, 1, 1), nn.BatchNorm2d(16))
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=16), nn.Hardswish())
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.pool(self.stem(x))
+        x = F.relu(x + self.block(x))
+        x = self.dw(x)
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def _small_cnn():
+    torch.manual_seed(0)
+    m = SmallCNN().eval()
+    for bn in m.modules():
+        if isinstance(bn, nn.BatchNorm2d):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    return m
+
+
+def test_cnn_steady_state_converts_nothing():
+    m = _small_cnn()
+    x = bf(2, 3, 32, 32)
+    with torch.no_grad():
+        ref = m(x)
+        d = copy.deepcopy(m).to(DEV)
+        with ttnn_eager.strict():
+            first = d(x.to(DEV))
+            before = ttnn_eager.stats()
+            second = d(x.to(DEV))
+            after = ttnn_eager.stats()
+    delta = {k: after[k] - before[k] for k in after}
+    assert pcc(first.cpu(), ref) >= 0.999 and pcc(second.cpu(), ref) >= 0.999
+    # conv weights and batch-norm scale/shift were prepared in the first forward: the second one converts
+    # nothing and reads nothing from the device; it uploads only its input
+    assert delta["layout_conversions"] == 0 and delta["device_to_host"] == 0 and delta["host_to_device"] == 1, delta
+    assert delta["fallbacks"] == 0
+
+
+def test_channels_last_and_non_contiguous_images():
+    m = _small_cnn()
+    x = bf(2, 3, 32, 32)
+    with torch.no_grad():
+        ref = m(x)
+        d = copy.deepcopy(m).to(DEV)
+        with ttnn_eager.strict():
+            cl = d(x.to(memory_format=torch.channels_last).to(DEV))
+            nc = d(bf(2, 3, 32, 32).transpose(-1, -2).contiguous().transpose(-1, -2).to(DEV))
+            view = d(x.to(DEV).transpose(-1, -2).transpose(-1, -2))
+            d_cl = copy.deepcopy(m).to(memory_format=torch.channels_last).to(DEV)
+            cl_model = d_cl(x.to(DEV))
+    for out in (cl, nc, view, cl_model):
+        assert pcc(out.cpu(), ref) >= 0.999
+
+
+def test_prepared_weights_follow_a_write():
+    """A conv weight written in place (load_state_dict) is prepared again: no stale prepared form."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 8, 3, padding=1)
+    x = bf(1, 3, 9, 9)
+    d = copy.deepcopy(conv).to(DEV)
+    with torch.no_grad():
+        d(x.to(DEV))
+        conv.weight.mul_(-2.0)
+        d.load_state_dict(conv.state_dict())
+        close(d(x.to(DEV)), conv(x))
+
+
+@pytest.mark.parametrize("call, arg", [
+    (lambda x, w: F.conv2d(x, w, groups=2), "groups=2"),
+    (lambda x, w: F.conv2d(x, w[:, :1, :1, :1], groups=4), "groups=4 with a 1x1 kernel"),
+    (lambda x, w: F.conv3d(x.unsqueeze(2), w.unsqueeze(2)), "3-d convolution"),
+    (lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), dilation=2), "transposed"),
+])
+def test_unsupported_convolutions_fall_back_or_name_the_argument(call, arg):
+    x, w = bf(1, 4, 6, 6), bf(4, 2 if arg == "groups=2" else 4, 3, 3)
+    ref = call(x, w)
+    with torch.no_grad():
+        before = ttnn_eager.stats()["fallbacks"]
+        out = call(x.to(DEV), w.to(DEV))
+        assert ttnn_eager.stats()["fallbacks"] == before + 1  # counted
+        close(out, ref)
+        with ttnn_eager.strict(), pytest.raises(NotImplementedError, match=f"convolution.*{arg}"):
+            call(x.to(DEV), w.to(DEV))
+
+
+def test_recurrent_modules_run_on_the_device():
+    torch.manual_seed(0)
+    x = bf(2, 5, 4)
+    for m in (nn.LSTM(4, 8, num_layers=2, batch_first=True), nn.GRU(4, 8), nn.LSTMCell(4, 8), nn.GRUCell(4, 8),
+              nn.RNN(2, 2, num_layers=2, batch_first=True, bias=False, nonlinearity="relu")):
+        inp = x[:, :, :2] if isinstance(m, nn.RNN) else (x[0] if isinstance(m, (nn.LSTMCell, nn.GRUCell)) else x)
+        with torch.no_grad():
+            ref = m(inp)
+            d = copy.deepcopy(m).to(DEV)
+            with ttnn_eager.strict():
+                got = d(inp.to(DEV))
+        flat = lambda t: [t] if isinstance(t, torch.Tensor) else [y for z in t for y in flat(z)]  # noqa: E731
+        for g, r in zip(flat(got), flat(ref)):
+            close(g, r)
+
+
+def test_rnn_unbatched_input_keeps_its_shape():
+    """nn.RNN(batch_first=True) on an unbatched [3, 2] input returns [3, 2] (it returned [3, 1, 2]): the
+    in-place transpose_ inside PyTorch's RNN changes the tensor's shape."""
+    torch.manual_seed(0)
+    m = nn.RNN(input_size=2, hidden_size=2, num_layers=2, batch_first=True, bias=False, nonlinearity="relu")
+    x = bf(3, 2)
+    with torch.no_grad():
+        ref = m(x)
+        got = copy.deepcopy(m).to(DEV)(x.to(DEV))
+    close(got[0], ref[0])
+    close(got[1], ref[1])
+
+
+def test_in_place_view_ops_change_the_shape():
+    x = bf(2, 3, 4)
+    for fn in (lambda t: t.transpose_(0, 1), lambda t: t.unsqueeze_(1), lambda t: t[:, :1].squeeze_(1),
+               lambda t: t.reshape(6, 4).t_()):
+        ref = fn(x.clone())
+        got = fn(x.to(DEV))
+        close(got, ref.contiguous())
+
+
+def test_vision_compare_reports_accuracy_counts_and_peak_memory():
+    """`ttnn-eager vision`'s measurement (vision.compare), on the small CNN (the torchvision models take
+    minutes to build their programs on the mock device; docs/vision.md has their figures)."""
+    from ttnn_eager import vision
+    r = vision.compare(_small_cnn(), bf(1, 3, 32, 32))
+    assert r["pcc_logits"] >= 0.999 and r["top1_agreement"] == 1.0
+    assert r["fallbacks"] == 0 and r["layout_conversions"] == 0 and r["ttnn_ops"] > r["aten_ops"] > 10
+    assert r["peak_device_memory_mib"] > 0
+
+
+def test_in_place_ops_whose_functional_is_decomposed_run_on_the_device():
+    """ReLU6(inplace=True) is hardtanh_: its functional hardtanh is on the decompositions allowlist."""
+    x = bf(3, 40, scale=4)
+    with torch.no_grad(), ttnn_eager.strict():
+        d = x.to(DEV)
+        nn.ReLU6(inplace=True)(d)
+        F.leaky_relu_(d, 0.1)
+    close(d, F.leaky_relu(F.relu6(x), 0.1))
+
+
+def test_binary_ops_with_an_empty_operand():
+    """RMSNorm on a [0, 5] input multiplies an empty tensor by its weight: an empty result, not a ttnn
+    broadcast error (TT-NN sees the empty operand's padded tile)."""
+    a, b = torch.randn(0, 5), bf(5)
+    with ttnn_eager.strict():
+        for fn in (lambda a, b: a * b, lambda a, b: a + b, lambda a, b: a - 1.5, lambda a, b: a > b):
+            close(fn(a.to(DEV), b.to(DEV)), fn(a, b))
+        close(nn.RMSNorm([5], 1e-3).to(DEV)(a.to(DEV)), nn.RMSNorm([5], 1e-3)(a))
+
+
+def test_float32_storage_pools_fall_back_and_convolutions_stay(restore_config):
+    """With float32 storage, TT-NN's pools (bfloat16 only) are refused before ttnn: counted fallbacks with
+    the float32 values; convolutions and batch norm run on the device."""
+    ttnn_eager.configure(float32_storage="float32")
+    x, w = torch.randn(1, 3, 9, 9), torch.randn(8, 3, 3, 3)
+    with torch.no_grad():
+        with ttnn_eager.strict():
+            out = F.conv2d(x.to(DEV), w.to(DEV), padding=1)
+        assert pcc(out.cpu(), F.conv2d(x, w, padding=1)) >= 0.99999
+        before = ttnn_eager.stats()["fallbacks"]
+        close(F.max_pool2d(x.to(DEV), 2), F.max_pool2d(x, 2), atol=1e-6, rtol=1e-6)
+        assert ttnn_eager.stats()["fallbacks"] == before + 1
+        with ttnn_eager.strict(), pytest.raises(NotImplementedError, match="max_pool2d.*bfloat16 only"):
+            F.max_pool2d(x.to(DEV), 2)
