@@ -114,3 +114,27 @@ def manual_seed_all(seed) -> None:
 
 def get_amp_supported_dtype():
     return [torch.bfloat16]
+
+
+# Graphs (torch.cuda.graphs' API): TTNNGraph, graph, make_graphed_callables live in graphs.py, which imports
+# ttnn, so they load on first use.
+_GRAPH_NAMES = ("TTNNGraph", "graph", "make_graphed_callables")
+
+
+def __getattr__(name):
+    if name in _GRAPH_NAMES:
+        from . import graphs
+        return getattr(graphs, name)
+    raise AttributeError(f"module 'torch.ttnn' has no attribute {name!r}")
+
+
+def is_current_stream_capturing() -> bool:
+    """True while a graph capture is under way (torch.ttnn.graph)."""
+    import sys
+    api = sys.modules.get("ttnn_eager.device_api")
+    return api is not None and api.recording is not None
+
+
+def graph_pool_handle():
+    """Accepted for torch.cuda compatibility (graphs share no memory pool here)."""
+    return None
