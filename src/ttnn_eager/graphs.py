@@ -270,6 +270,11 @@ class _Program:
         current = {}
         changed = []
         for s, ext in self.externals.items():
+            if len(ext.sources) == 1:  # the common case (a weight, a static input): one handle, unchanged
+                h = ext.sources[0]()
+                if h is not None and h.tt is ext.seen:
+                    current[s] = h
+                    continue
             handles = [r() for r in ext.sources]
             live = [h for h in handles if h is not None]
             if not live:
@@ -327,8 +332,10 @@ class _Program:
                     f"all ones vs padded), or run eagerly.")
 
     # -------------------------------------------------------------------------- op by op (mock devices)
-    def run(self, current: dict):
-        """Re-issue every step op by op; returns (tensors, shadows) by slot."""
+    def run(self, current: dict, keep: list | None = None):
+        """Re-issue every step op by op; returns (tensors, shadows) by slot. Intermediates are dropped after
+        their last use, unless `keep` is a list: then every tensor made is appended to it (a trace's buffers
+        must stay allocated for its life)."""
         env = [None] * self.nslots
         shadows = [None] * self.nslots
         for s, h in current.items():
@@ -344,6 +351,8 @@ class _Program:
                     args, tt_dtype, layout, dtype, kwargs = st.create
                     h = api.create(st.op, args, tt_dtype, layout, index, dtype, **kwargs)
                     env[st.outs[0]], shadows[st.outs[0]] = h.tt, h.shadow
+                    if keep is not None:
+                        keep.append(h.tt)
                     continue
                 a = st.args.copy()
                 for i, s in st.subs:
@@ -365,6 +374,9 @@ class _Program:
                 else:
                     for s, o in zip(st.outs, outs):
                         env[s] = o
+                if keep is not None:
+                    keep.extend(env[s] for s in st.outs)
+                    continue
                 for s in st.kill:
                     env[s] = shadows[s] = None
         except RuntimeError as err:
@@ -405,16 +417,18 @@ class _Program:
 
 class _Trace:
     """Hardware only (not run on a mock device, where tt-metal's trace capture crashes): the program recorded
-    as a ttnn trace. Its input and output buffers stay allocated for the graph's life; a replay copies each
-    changed static input into its input buffer, then execute_trace."""
+    as a ttnn trace. Every buffer the trace writes stays allocated for the graph's life (a buffer freed after
+    capture could be handed to another tensor, which execute_trace would then overwrite); a replay copies
+    each changed static input into the trace's input buffer, then execute_trace."""
 
     def __init__(self, program: _Program):
         self.program = program
         current = program.inputs()
         program.run(current)  # once more, op by op: compiles nothing new, settles allocations
+        self.buffers: list = []
         self.id = api.begin_trace(program.index)
         try:
-            self.env, self.shadows = program.run(current)
+            self.env, self.shadows = program.run(current, keep=self.buffers)
         finally:
             api.end_trace(program.index, self.id)
         self.inputs = {s: h.tt for s, h in current.items()}  # the buffers the trace reads
@@ -480,11 +494,11 @@ class TTNNGraph:
         p = self._program
         if p is None:
             raise RuntimeError("torch.ttnn graph replay: this graph has not been captured (or was reset)")
-        if self._trace is not None:
-            self._trace.replay()
-            return
         if api.recording is not None:
             raise RuntimeError("torch.ttnn graph replay inside a capture is not supported")
+        if self._trace is not None:  # a card
+            self._trace.replay()
+            return
         current = p.inputs()
         env, shadows = p.run(current)
         p.write_outputs(env, shadows, current)
