@@ -25,7 +25,7 @@ def _small_bert(layers=2, hidden=64):
 @pytest.fixture(scope="module")
 def captured():
     """A small BERT captured once at batch 2, seq 40, with a padded attention mask (after a warm-up run)."""
-    cpu, dev = _small_bert()
+    cpu, dev = _small_bert(layers=1)
     ids, mask = bert.make_inputs(2, 40, 100, padded=5)
     s_ids, s_mask = ids.to(DEV), mask.to(DEV)
     with torch.no_grad():
@@ -133,6 +133,11 @@ def test_make_graphed_callables_module_and_function():
         fn(y.to(DEV).requires_grad_())
     with pytest.raises(RuntimeError, match="inference graphs"):
         torch.ttnn.make_graphed_callables(lambda t: t * 2, (x.to(DEV).requires_grad_(),))
+    # a region that clones its input reads a value the static input shares with the sample argument
+    sample = x.to(DEV)
+    fn = torch.ttnn.make_graphed_callables(lambda t: t.clone(), (sample,))
+    assert torch.equal(fn(y.to(DEV)).cpu(), y.to(torch.bfloat16).float())
+    assert torch.equal(fn(x.to(DEV)).cpu(), x.to(torch.bfloat16).float())
 
 
 def test_in_place_writes_into_preallocated_tensors_carry_state_across_replays():

@@ -1,6 +1,7 @@
 """`torch.ttnn`: the device module, what `torch.cuda` is for CUDA.
 
 Cheap to import: ttnn itself is imported (and devices opened) at the first call that needs a device.
+Graphs (`TTNNGraph`, `graph`, `make_graphed_callables`: torch.cuda's graph API) are in graphs.py.
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ _NOT_USER_CODE = (_HERE, os.path.dirname(torch.__file__))
 class _External:
     """A device tensor the region read that existed before it (see the module docstring)."""
 
-    __slots__ = ("sources", "shape", "spec", "bounds", "seen", "dtype")
+    __slots__ = ("sources", "shape", "spec", "bounds", "seen", "last", "dtype")
 
     def __init__(self, sources: list, h: api.Handle):
         self.sources = sources  # weak references to the handles it is read through
@@ -65,6 +65,8 @@ class _External:
         self.spec = _spec(h.tt)
         self.bounds = h.bounds
         self.seen = h.tt  # the device tensor last validated against spec and the guards
+        # with several sources (tensors sharing the value read): what each held at the last replay
+        self.last = [None if r() is None else r().tt for r in sources] if len(sources) > 1 else None
 
     def describe(self) -> str:
         return f"a {list(self.shape)} {self.dtype} tensor"
@@ -91,21 +93,22 @@ def _bounds_class(b):
 
 
 class _Step:
-    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "shapes", "kill",
-                 "create")
+    """One recorded ttnn call: `fn(*args, **kwargs)` with the slots `subs` (position, slot), `lsubs`
+    (position, [slots]: a list of tensors) and `ksubs` (keyword, slot) filled in; results into `outs`."""
 
-    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, shapes, create=None):
+    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "kill", "create")
+
+    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, create=None):
         self.op, self.fn, self.args, self.subs, self.lsubs = op, fn, args, subs, lsubs
-        self.kwargs, self.ksubs, self.outs, self.multi, self.shapes = kwargs, ksubs, outs, multi, shapes
+        self.kwargs, self.ksubs, self.outs, self.multi = kwargs, ksubs, outs, multi
         self.kill = ()        # slots whose last use this step is (dropped after it)
-        self.create = create  # for a factory op: (args, tt_dtype, layout, kwargs) of device_api.create
+        self.create = create  # a factory op: (args, tt_dtype, layout, torch dtype, kwargs) of device_api.create
 
 
 class _Recorder:
     """What device_api reports during a capture (device_api.recording is this object meanwhile)."""
 
-    def __init__(self, graph: "TTNNGraph"):
-        self.graph = graph
+    def __init__(self):
         self.steps: list = []
         self.nslots = 0
         self.produced: dict = {}    # id(ttnn tensor) -> slot (results of steps, constants)
@@ -193,11 +196,11 @@ class _Recorder:
                 tkwargs[k] = None
         slots = [self._new_slot(o.tt, o.shape) for o in outs]
         self.steps.append(_Step(op, api._resolve(op), targs, subs, lsubs, tkwargs, ksubs, slots,
-                                type(result) is list, [o.shape for o in outs]))
+                                type(result) is list))
 
     def on_create(self, op: str, args, tt_dtype, layout, kwargs, h: api.Handle):
         self._device(h.index)
-        step = _Step(op, None, (), (), (), {}, (), [self._new_slot(h.tt, h.shape)], False, [h.shape],
+        step = _Step(op, None, (), (), (), {}, (), [self._new_slot(h.tt, h.shape)], False,
                      create=(args, tt_dtype, layout, h.dtype, dict(kwargs)))
         self.steps.append(step)
 
@@ -283,11 +286,15 @@ class _Program:
                     f"capture. Keep the tensors the region reads alive for the graph's life, and refill them "
                     f"with copy_().")
             h = live[0]
-            if any(x.tt is not h.tt for x in live[1:]):
-                raise RuntimeError(
-                    f"torch.ttnn graph replay: the region read {ext.describe()} that several tensors shared at "
-                    f"capture, and they now hold different values: which one the graph reads is ambiguous. "
-                    f"Refill the static input the region reads with copy_(), or capture again.")
+            if len(handles) > 1:  # several tensors shared the value read (clones): the one refilled since counts
+                moved = [x for x, last in zip(handles, ext.last) if x is not None and x.tt is not last]
+                if any(x.tt is not moved[0].tt for x in moved[1:]):
+                    raise RuntimeError(
+                        f"torch.ttnn graph replay: the region read {ext.describe()} that several tensors shared "
+                        f"at capture, and they were refilled with different values: which one the graph reads is "
+                        f"ambiguous. Refill only the static input the region reads, or capture again.")
+                h = moved[0] if moved else next((x for x in live if x.tt is ext.seen), h)
+                ext.last = [None if x is None else x.tt for x in handles]
             if h.tt is not ext.seen:
                 if h.tt is None or _spec(h.tt) != ext.spec or h.index != self.index:
                     now = "unwritten" if h.tt is None else f"{_spec(h.tt)} on ttnn:{h.index}"
@@ -423,8 +430,7 @@ class _Trace:
 
     def __init__(self, program: _Program):
         self.program = program
-        current = program.inputs()
-        program.run(current)  # once more, op by op: compiles nothing new, settles allocations
+        current = program.inputs()  # (the capture itself was the compiling run)
         self.buffers: list = []
         self.id = api.begin_trace(program.index)
         try:
@@ -471,7 +477,7 @@ class TTNNGraph:
                                "supported): end it before beginning another")
         if self._program is not None:
             raise RuntimeError("torch.ttnn graph capture: this graph was already captured; call reset() first")
-        self._recorder = _Recorder(self)
+        self._recorder = _Recorder()
         api.recording = self._recorder
 
     def capture_end(self):
