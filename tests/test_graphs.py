@@ -219,3 +219,27 @@ except RuntimeError as e:
 """
     r = run_python(code, env={"TTNN_EAGER_DEVICE": "mock-n300"})
     assert "REFUSED True" in r.stdout and "REPLAY True" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_capture_without_warm_up_is_caught_at_replay():
+    """A weight converted at its first use (the embedding table, to ROW_MAJOR) inside the capture no longer
+    matches what the region read: the replay says to warm up, and a warmed-up capture replays."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(50, 32)
+    ref = copy.deepcopy(emb)
+    emb.to(DEV)
+    ids = torch.randint(0, 50, (2, 8))
+    s_ids = ids.to(DEV)
+    g = torch.ttnn.TTNNGraph()
+    with torch.no_grad(), torch.ttnn.graph(g):
+        out = emb(s_ids)
+    with pytest.raises(RuntimeError, match="warm-up"):
+        g.replay()
+    g.reset()
+    with torch.no_grad(), torch.ttnn.graph(g):
+        out = emb(s_ids)
+    new = torch.randint(0, 50, (2, 8))
+    s_ids.copy_(new)
+    g.replay()
+    with torch.no_grad():
+        assert pcc(out.cpu(), ref(new)) >= 0.999
