@@ -243,3 +243,33 @@ def test_a_capture_without_warm_up_is_caught_at_replay():
     g.replay()
     with torch.no_grad():
         assert pcc(out.cpu(), ref(new)) >= 0.999
+
+
+def test_the_hardware_trace_path_bookkeeping_with_stubbed_trace_verbs(monkeypatch):
+    """The card path (graphs._Trace) cannot run on the mock (tt-metal's trace capture crashes there). With
+    the four trace verbs stubbed, its bookkeeping runs: capture inside begin/end, a changed static input
+    copied into the trace's input buffer, execute_trace per replay, the same output buffers every replay."""
+    from ttnn_eager import device_api as api
+    from ttnn_eager import graphs
+    calls = []
+    monkeypatch.setattr(api, "begin_trace", lambda index: calls.append("begin") or 7)
+    monkeypatch.setattr(api, "end_trace", lambda index, tid: calls.append(("end", tid)))
+    monkeypatch.setattr(api, "execute_trace", lambda index, tid: calls.append(("execute", tid)))
+    monkeypatch.setattr(api, "release_trace", lambda index, tid: calls.append(("release", tid)))
+    monkeypatch.setattr(api, "copy_into", lambda src, dst: calls.append(("copy", src, dst)))
+    x = torch.randn(4, 32).to(DEV)
+    g = torch.ttnn.TTNNGraph()
+    with torch.ttnn.graph(g):
+        y = torch.softmax(x * 2, -1)
+    trace = graphs._Trace(g._program)
+    assert calls == ["begin", ("end", 7)]
+    read = trace.inputs
+    trace.replay()
+    assert calls[-1] == ("execute", 7) and not any(c[0] == "copy" for c in calls[2:])
+    out_buffer = y._handle.tt
+    x.copy_(torch.randn(4, 32))
+    trace.replay()
+    assert ("copy", x._handle.tt, next(iter(read.values()))) in calls
+    assert y._handle.tt is out_buffer  # the trace writes the same buffers every replay
+    trace.release()
+    assert calls[-1] == ("release", 7)
