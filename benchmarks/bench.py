@@ -473,7 +473,7 @@ def main(argv=None) -> int:
     p.add_argument("--forwards", type=int, default=5)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--quick", action="store_true", help="skip the batch 8 x seq 384 peak-memory forward")
+    p.add_argument("--quick", action="store_true", help="skip the batch 8 x seq 384 peak-memory forward and replay rows")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (- for stdout only)")
     p.add_argument("--replay-shapes", default="1x128,8x384",
                    help="batch x seq of the graph-replay rows, comma-separated (default 1x128,8x384; --quick: 1x128)")
@@ -493,6 +493,7 @@ def main(argv=None) -> int:
         shapes = shapes[:1]
     replay = {f"{b}x{s}": graph_replay(model, cpu_model, b, s, args.forwards) for b, s in shapes}
     results["graph_replay"] = replay
+    del cpu_model
     if args.replay_only:
         return _report(results, _replay_rows(replay), args)
     results["host"] = host_overhead(model, ids, mask, args.forwards)
