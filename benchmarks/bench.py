@@ -1,8 +1,10 @@
 """ttnn_eager benchmark: host overhead per aten op, TT-NN ops per BERT-large encoder layer, conversions and
-transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384.
+transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384,
+and graph replay (torch.ttnn.graph) side by side with the eager forward.
 
     .venv/bin/python benchmarks/bench.py [--forwards 5] [--json out.json] [--quick]
     .venv/bin/python benchmarks/bench.py --vision-only [--vision-size 224]   ResNet-50 at batch 1 and 8
+    .venv/bin/python benchmarks/bench.py --replay-only [--replay-shapes 1x128,8x384]
 
 Everything is measured in one run, side by side. On a mock device the counts are exact and host time is
 host time; the time inside ttnn calls and in shadow execution (the mock's CPU stand-in for the device) is
@@ -369,6 +371,130 @@ def vision_host_overhead(batches=(1, 8), size: int = 224, forwards: int = 3) -> 
     return {"model": "torchvision resnet50 (seeded random weights)", "size": size, **out}
 
 
+def graph_replay(model, cpu_model, batch: int, seq: int, forwards: int, replays: int = 200) -> dict:
+    """The same bert-large forward eagerly and as a graph replay (torch.ttnn.graph), shadow execution off
+    (host time as on hardware): medians of wall time per forward, the replay's split (inside ttnn calls /
+    ours), device memory and program-cache entries over `replays` replays with new ids and masks, and one
+    replay with new inputs, shadow execution on, against float32 PyTorch on the CPU and the eager forward."""
+    vocab = model.config.vocab_size
+    padded = seq // 5 if batch > 1 else 0  # the captured mask pattern (padded or all ones) is kept by replays
+    ids, mask = bert.make_inputs(batch, seq, vocab, padded=padded)
+    s_ids, s_mask = ids.to(DEV), mask.to(DEV)
+    bert_forward(model, s_ids, s_mask)  # warm-up: programs built, embedding tables converted
+
+    def capture():
+        g = torch.ttnn.TTNNGraph()
+        with torch.no_grad(), torch.ttnn.graph(g):
+            out = model(input_ids=s_ids, attention_mask=s_mask)
+        return g, out
+
+    start = perf_counter()
+    g, out = capture()
+    capture_seconds = perf_counter() - start
+    eager, replay = [], []
+    with device_api.shadows_off():
+        g.replay()
+        for _ in range(forwards):
+            start = perf_counter()
+            bert_forward(model, s_ids, s_mask)
+            eager.append(perf_counter() - start)
+            start = perf_counter()
+            g.replay()
+            replay.append(perf_counter() - start)
+        memory, programs = device_api.memory_allocated(0), device_api.program_cache_entries(0)
+        for i in range(replays):
+            n_ids, n_mask = bert.make_inputs(batch, seq, vocab, padded=padded and padded + i % 7, seed=i)
+            s_ids.copy_(n_ids)
+            s_mask.copy_(n_mask)
+            g.replay()
+        memory_change = device_api.memory_allocated(0) - memory
+        new_programs = device_api.program_cache_entries(0) - programs
+    # the split: a second graph captured with the timer installed, so its replays time each ttnn call
+    timer = HostTimer().install()
+    try:
+        gt, _ = capture()
+        inside = []
+        with device_api.shadows_off():
+            for _ in range(forwards):
+                timer.reset()
+                start = perf_counter()
+                gt.replay()
+                total = perf_counter() - start
+                inside.append((timer.ttnn, total - timer.ttnn))
+    finally:
+        timer.uninstall()
+    inside.sort(key=lambda x: x[0] + x[1])
+    ttnn_s, ours_s = inside[len(inside) // 2]
+    # the replay loop alone: every step's ttnn function answers at once with the result its first call gave
+    for st in gt._program.steps:
+        if st.fn is not None:
+            st.fn = _first_result(st.fn)
+    loop = []
+    with device_api.shadows_off():
+        gt.replay()
+        for _ in range(forwards):
+            start = perf_counter()
+            gt.replay()
+            loop.append(perf_counter() - start)
+    del gt
+    # accuracy: new ids and mask (the captured pattern), shadow execution on
+    n_ids, n_mask = bert.make_inputs(batch, seq, vocab, padded=padded and padded + 3, seed=12345)
+    s_ids.copy_(n_ids)
+    s_mask.copy_(n_mask)
+    g.replay()
+    hidden, pooled = out.last_hidden_state.cpu(), out.pooler_output.cpu()
+    with torch.no_grad():
+        ref = cpu_model(input_ids=n_ids, attention_mask=n_mask)
+    eager_out = bert_forward(model, n_ids.to(DEV), n_mask.to(DEV))
+    valid = n_mask.bool()
+    e, r = statistics.median(eager), statistics.median(replay)
+    return {"batch": batch, "seq": seq, "ttnn_ops_per_replay": g.num_ops, "capture_seconds": capture_seconds,
+            "eager_seconds_median": e, "replay_seconds_median": r, "replay_over_eager": r / e,
+            "eager_seconds": eager, "replay_seconds": replay,
+            "replay_split_seconds": {"in_ttnn_calls": ttnn_s, "ours": ours_s},
+            "replay_loop_alone_seconds_median": statistics.median(loop),
+            "replays": replays, "device_memory_change_bytes": memory_change,
+            "new_programs_over_replays": new_programs,
+            "pcc_last_hidden_state_vs_cpu": bert.pcc(hidden[valid], ref.last_hidden_state[valid]),
+            "pcc_pooler_output_vs_cpu": bert.pcc(pooled, ref.pooler_output),
+            "max_abs_diff_vs_eager": float(max((hidden - eager_out.last_hidden_state.cpu()).abs().max(),
+                                               (pooled - eager_out.pooler_output.cpu()).abs().max()))}
+
+
+def _first_result(fn):
+    """fn, answering every call after the first at once with the first call's result."""
+    first = []
+
+    def call(*a, **k):
+        if not first:
+            first.append(fn(*a, **k))
+        return first[0]
+    return call
+
+
+def _replay_rows(results: dict) -> list:
+    rows = []
+    for key, r in results.items():
+        b, s = r["batch"], r["seq"]
+        sp = r["replay_split_seconds"]
+        rows += [
+            (f"graph replay b{b} s{s}: host time per forward eager / replay",
+             f"{1e3 * r['eager_seconds_median']:.1f} / {1e3 * r['replay_seconds_median']:.1f} ms "
+             f"({100 * r['replay_over_eager']:.0f}%)", "replay <= 50% of eager"),
+            ("  replay split: inside ttnn calls / ours",
+             f"{1e3 * sp['in_ttnn_calls']:.1f} / {1e3 * sp['ours']:.1f} ms ({r['ttnn_ops_per_replay']} ttnn ops)", "-"),
+            ("  the replay loop alone (ttnn answering at once)",
+             f"{1e3 * r['replay_loop_alone_seconds_median']:.2f} ms "
+             f"({1e6 * r['replay_loop_alone_seconds_median'] / r['ttnn_ops_per_replay']:.1f} us per ttnn op)", "-"),
+            (f"  replayed vs CPU (new ids, mask): Pearson hidden / pooled",
+             f"{r['pcc_last_hidden_state_vs_cpu']:.5f} / {r['pcc_pooler_output_vs_cpu']:.5f}", ">= 0.999"),
+            ("  replayed vs eager forward: max abs difference", f"{r['max_abs_diff_vs_eager']:g}", "0"),
+            (f"  over {r['replays']} replays: device memory change / new programs",
+             f"{r['device_memory_change_bytes']} B / {r['new_programs_over_replays']}", "0 / 0"),
+        ]
+    return rows
+
+
 def _split(run: dict) -> str:
     """Host time per aten op of the last forward: outside the backend (PyTorch's dispatch, the model's
     Python), ours, inside ttnn calls."""
@@ -382,11 +508,14 @@ def main(argv=None) -> int:
     p.add_argument("--forwards", type=int, default=5)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--quick", action="store_true", help="skip the batch 8 x seq 384 peak-memory forward")
+    p.add_argument("--quick", action="store_true", help="skip the batch 8 x seq 384 peak-memory forward and replay rows")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (- for stdout only)")
     p.add_argument("--vision", action="store_true", help="also measure ResNet-50 at batch 1 and 8")
     p.add_argument("--vision-only", action="store_true", help="only the ResNet-50 section")
     p.add_argument("--vision-size", type=int, default=224, help="ResNet-50 image size (default 224)")
+    p.add_argument("--replay-shapes", default="1x128,8x384",
+                   help="batch x seq of the graph-replay rows, comma-separated (default 1x128,8x384; --quick: 1x128)")
+    p.add_argument("--replay-only", action="store_true", help="only the graph-replay rows")
     args = p.parse_args(argv)
     if args.vision_only:
         return vision_main(args)
@@ -394,10 +523,19 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     model = transformers.BertModel(bert.bert_large_config()).eval()
     cfg = copy.deepcopy(model.config)
+    cpu_model = copy.deepcopy(model)
     model.to(DEV)
     ids, mask = bert.make_inputs(args.batch, args.seq, cfg.vocab_size)
     results = {"device": torch.ttnn.get_device_name(), "model": "bert-large (seeded random weights)",
                "batch": args.batch, "seq": args.seq}
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.replay_shapes.split(",")]
+    if args.quick:
+        shapes = shapes[:1]
+    replay = {f"{b}x{s}": graph_replay(model, cpu_model, b, s, args.forwards) for b, s in shapes}
+    results["graph_replay"] = replay
+    del cpu_model
+    if args.replay_only:
+        return _report(results, _replay_rows(replay), args)
     results["host"] = host_overhead(model, ids, mask, args.forwards)
     results["cpu_reference"] = cpu_dispatch_per_op(cfg, args.seq, args.forwards)
     results["host"]["ratio_to_cpu_dispatch"] = (results["host"]["shadow_off"]["host_overhead_us_per_aten_op"]
@@ -444,6 +582,10 @@ def main(argv=None) -> int:
         m = results["peak_memory"]
         rows.append(("peak device memory, batch 8 seq 384", f"{m['peak_device_bytes'] / 2**20:.0f} MiB "
                      f"(weights {m['after_model_to_bytes'] / 2**20:.0f} MiB)", "-"))
+    return _report(results, rows + _replay_rows(replay), args)
+
+
+def _report(results: dict, rows: list, args) -> int:
     width = max(len(r[0]) for r in rows)
     print(f"ttnn_eager benchmark: {results['model']}, batch {args.batch}, seq {args.seq}, {results['device']}")
     print(f"{'measure':<{width}}  {'value':<30}  target")

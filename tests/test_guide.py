@@ -25,4 +25,5 @@ def test_guide_examples_run(tmp_path):
     assert "ttnn devices do not support torch.float64" in out
     assert "aten.cumprod.default" in out
     assert "'fallbacks': 0" in out and "| `aten.linear.default` | matmul |" in out
+    assert "replayed == eager: True" in out
     assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"

@@ -18,6 +18,10 @@ ttnn call with TT-NN's own golden function (`ttnn.get_golden_function`), or with
 `REFERENCES` where ttnn has none, evaluated in float32 on the shadows and rounded to the output's device
 dtype (bfloat16 by `.to(torch.bfloat16)`, bfloat8_b through ttnn's own host conversion). On hardware
 `shadow` is None and the same code path downloads real values.
+
+Graph capture (graphs.py) hooks in here and nowhere else: while `recording` is set, `run`, `create` and
+`upload` report each call and its result handles to it, and `download`/`synchronize` (host syncs) are
+refused. The trace verbs at the end (begin_trace, ...) are the hardware replay path's ttnn calls.
 """
 from __future__ import annotations
 
@@ -56,6 +60,8 @@ L1_SMALL_SIZE = 32768
 _PRECHECK_BYTES = 64 << 20  # constants from this size up are checked against free device memory first
 # Keyword arguments that steer how the device computes, not what: never passed to a golden function.
 _DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
+TRACE_REGION_BYTES = 256 << 20  # hardware: device memory set aside for captured ttnn traces (graphs.py)
+recording = None  # the graph capture under way (graphs._Recorder), if any
 
 
 class Handle:
@@ -124,7 +130,9 @@ def device(index: int):
     dev = _devices.get(index)
     if dev is None:
         check_index(index)
-        dev = _devices[index] = ttnn.open_device(device_id=index, l1_small_size=L1_SMALL_SIZE)
+        # a card gets a trace region for graph replay (graphs.py); a mock device is opened as it always was
+        extra = {} if MOCK else {"trace_region_size": TRACE_REGION_BYTES}
+        dev = _devices[index] = ttnn.open_device(device_id=index, l1_small_size=L1_SMALL_SIZE, **extra)
     return dev
 
 
@@ -163,6 +171,8 @@ def program_cache_entries(index: int) -> int:
 
 
 def synchronize(index: int) -> None:
+    if recording is not None:
+        recording.refuse("torch.ttnn.synchronize() (a host sync)")
     if index in _devices:
         ttnn.synchronize_device(_devices[index])
 
@@ -406,11 +416,16 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
         tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
     shadow = _round(src, tt_dtype) if MOCK else None  # an upload's value is known, shadows off or on
-    return Handle(tt, shadow, dtype or value.dtype, value.shape, index, bounds)
+    h = Handle(tt, shadow, dtype or value.dtype, value.shape, index, bounds)
+    if recording is not None:
+        recording.on_upload(h)
+    return h
 
 
 def download(h: Handle) -> torch.Tensor:
     """Device -> host: the value as a CPU tensor of the torch dtype PyTorch sees."""
+    if recording is not None:
+        recording.refuse("a device-to-host read (.cpu(), .item(), printing a tensor, a data-dependent branch)")
     counters.counts["device_to_host"] += 1
     if h.tt is None:
         return torch.zeros(h.shape, dtype=h.dtype)
@@ -442,9 +457,13 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     dtype = out_dtype or first.dtype
     if not isinstance(out, (list, tuple)):
         value = shadow(op, args, kwargs, (out,))[0] if _shadowing else None
-        return Handle(out, value, dtype, shape_of(out), first.index)
-    values = shadow(op, args, kwargs, out) if _shadowing else [None] * len(out)
-    return [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
+        result = Handle(out, value, dtype, shape_of(out), first.index)
+    else:
+        values = shadow(op, args, kwargs, out) if _shadowing else [None] * len(out)
+        result = [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
+    if recording is not None:
+        recording.on_run(op, args, kwargs, result)
+    return result
 
 
 def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:
@@ -508,7 +527,10 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
     if _shadowing:
         ref = _reference(op)(*args, dtype=tt_dtype, **kwargs)
         shadow = _round(ref.reshape(shape_of(out)), out.dtype)
-    return Handle(out, shadow, dtype, shape_of(out), index)
+    h = Handle(out, shadow, dtype, shape_of(out), index)
+    if recording is not None:
+        recording.on_create(op, args, tt_dtype, layout, kwargs, h)
+    return h
 
 
 @functools.lru_cache(maxsize=None)
@@ -533,3 +555,29 @@ def compute_kernel_config(index: int, math_fidelity: str, fp32_dest_acc: bool, m
     return ttnn.init_device_compute_kernel_config(
         device(index).arch(), math_fidelity=getattr(ttnn.MathFidelity, math_fidelity),
         math_approx_mode=math_approx, fp32_dest_acc_en=fp32_dest_acc, packer_l1_acc=False)
+
+
+# ----------------------------------------------------------------------------------------------- traces
+# The hardware replay path of graphs.py (a card only: on a mock device end_trace_capture crashes inside
+# tt-metal, so graphs.py never calls these there).
+def begin_trace(index: int):
+    return ttnn.begin_trace_capture(device(index), cq_id=0)
+
+
+def end_trace(index: int, trace_id) -> None:
+    ttnn.end_trace_capture(device(index), trace_id, cq_id=0)
+
+
+def execute_trace(index: int, trace_id) -> None:
+    ttnn.execute_trace(device(index), trace_id, cq_id=0, blocking=False)
+
+
+def release_trace(index: int, trace_id) -> None:
+    if index in _devices:
+        ttnn.release_trace(_devices[index], trace_id)
+
+
+def copy_into(src_tt, dst_tt) -> None:
+    """Device-to-device copy of src_tt's values into the existing buffer of dst_tt (a trace's input)."""
+    ttnn.copy(src_tt, dst_tt)
+    _count("copy")

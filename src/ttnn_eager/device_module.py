@@ -1,6 +1,7 @@
 """`torch.ttnn`: the device module, what `torch.cuda` is for CUDA.
 
 Cheap to import: ttnn itself is imported (and devices opened) at the first call that needs a device.
+Graphs (`TTNNGraph`, `graph`, `make_graphed_callables`: torch.cuda's graph API) are in graphs.py.
 """
 from __future__ import annotations
 
@@ -114,3 +115,27 @@ def manual_seed_all(seed) -> None:
 
 def get_amp_supported_dtype():
     return [torch.bfloat16]
+
+
+# Graphs (torch.cuda.graphs' API): TTNNGraph, graph, make_graphed_callables live in graphs.py, which imports
+# ttnn, so they load on first use.
+_GRAPH_NAMES = ("TTNNGraph", "graph", "make_graphed_callables")
+
+
+def __getattr__(name):
+    if name in _GRAPH_NAMES:
+        from . import graphs
+        return getattr(graphs, name)
+    raise AttributeError(f"module 'torch.ttnn' has no attribute {name!r}")
+
+
+def is_current_stream_capturing() -> bool:
+    """True while a graph capture is under way (torch.ttnn.graph)."""
+    import sys
+    api = sys.modules.get("ttnn_eager.device_api")
+    return api is not None and api.recording is not None
+
+
+def graph_pool_handle():
+    """Accepted for torch.cuda compatibility (graphs share no memory pool here)."""
+    return None

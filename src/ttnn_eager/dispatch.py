@@ -341,6 +341,8 @@ def fallback(func, args, kwargs, reason: str = ""):
         raise FallbackError(
             f"ttnn_eager strict mode: aten op {func} has no TT-NN lowering, and strict mode forbids the CPU "
             f"fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to fall back, or add a lowering for it.")
+    if api.recording is not None:
+        api.recording.refuse(f"aten op {func} has no TT-NN lowering: it would run on the CPU fallback")
     counters.counts["fallbacks"] += 1
     counters.fallback_by_op[func] += 1
     if func not in _warned:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import device_api as api
+from .. import graphs
 from ..layout import INDEX, TABLE
 from ..registry import lowering
 from .views import reshape
@@ -17,6 +18,8 @@ aten = torch.ops.aten
                 "padding_idx only matters for gradients")
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     rows = weight.shape[0]
+    if indices.bounds is not None:
+        graphs.host_decision(indices, ("index", rows), "aten.embedding's token-id range check")
     if indices.bounds is not None and (indices.bounds[0] < 0 or indices.bounds[1] >= rows):
         raise IndexError(f"index out of range in self: an embedding of {rows} rows got indices in "
                          f"[{indices.bounds[0]}, {indices.bounds[1]}] (token ids must be in [0, {rows - 1}]; "

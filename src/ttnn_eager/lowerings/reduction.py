@@ -6,6 +6,7 @@ import math
 import torch
 
 from .. import device_api as api
+from .. import graphs
 from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
@@ -55,6 +56,8 @@ def _all_or_any(x, d, keepdim, want_all: bool):
     """all (min) or any (max) of x != 0; over a whole tensor with known bounds, answered on the host."""
     from .factory import cast, full_handle
     if d is None and not keepdim and (known := _known_all_any(x, want_all)) is not None:
+        graphs.host_decision(x, "all_any", f"aten.{'all' if want_all else 'any'} (= {known}, from values known "
+                                            f"on the host)")
         return full_handle((), known, torch.bool, x.index)
     return _reduce("min" if want_all else "max", cast(x, torch.bool), d, keepdim, torch.bool)
 

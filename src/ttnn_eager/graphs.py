@@ -1,0 +1,643 @@
+"""Graph capture and replay (`torch.ttnn.graph`, `TTNNGraph`, `make_graphed_callables`): CUDA graphs' contract
+on a ttnn device.
+
+Capture runs the region eagerly, as usual, while the device API (the one ttnn caller) reports every call to
+a `_Recorder`: `run`/`create` give (ttnn op, arguments, result handles), `upload` a constant. A ttnn tensor
+is never modified in place (an in-place op gives its handle a new tensor: Handle.assign), so the ttnn
+tensor *objects* name values: the recording is a list of steps over numbered slots, each slot either
+
+    produced    a result of an earlier step (or a constant uploaded inside the region, kept by the graph)
+    external    a device tensor that existed before the region: a weight, a static input, a KV cache.
+                Its *source* is the handle the region read it through (a handle that existed when capture
+                began; found with a scan of the live handles then). A replay reads the source's *current*
+                tensor: `static_input.copy_(new)` gives the handle a new tensor, a region that wrote a
+                cache in place gave it the region's result -- either way the next replay reads that.
+
+At the end of capture the live handles holding a produced slot (the outputs the user keeps, a cache written
+in place, views) are noted with weak references. `replay()` re-issues the steps -- ttnn calls only: no
+PyTorch dispatch, no model code, no layout or promotion decisions -- into a fresh slot table, then gives
+each noted handle its slot's new tensor, so the user's output tensors are the same objects after every
+replay and show the new values. Intermediates are dropped after their last use, as in eager mode, so device
+memory is flat from replay to replay; the programs are those the capture built (no new program-cache
+entries). On a mock device each step's value is recomputed by shadow execution (device_api.shadow), so a
+replay with new inputs has the right values.
+
+Host-known decisions. What the region decided from values known on the host -- `mask.all()` answered from
+an uploaded mask's bounds, `.item()` of such a tensor, the embedding's token-id range check -- is recorded
+with the static inputs it depends on (through the recorded data flow) and the user's line; a replay first
+checks the new inputs would decide the same (else a RuntimeError naming the op and the line, or the
+embedding's own IndexError). Everything else that would make the replay differ from the region is refused
+at capture: a device-to-host read (.cpu(), .item() of a computed value, print: a host sync), a CPU fallback,
+a host-to-device copy of a CPU tensor, a random factory (computed on the host), a second device, a nested
+capture. The shape, device dtype and layout of every static input are checked at each replay (a static
+input freed or resized since capture is an error, never a silent recomputation).
+
+Hardware. On a card, capture_end also records the steps as a ttnn trace (the device is opened with a trace
+region) and replay() runs `execute_trace` after copying changed static inputs into the trace's input
+buffers: no per-op host work. On a mock device tt-metal's end_trace_capture crashes, so the mock replays the
+steps op by op (what the tests run); the trace path (`_Trace`) is selected by the runtime mode and is not
+run here.
+"""
+from __future__ import annotations
+
+import collections
+import gc
+import os
+import sys
+import weakref
+
+import torch
+
+from . import device_api as api
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NOT_USER_CODE = (_HERE, os.path.dirname(torch.__file__))
+
+
+class _External:
+    """A device tensor the region read that existed before it (see the module docstring)."""
+
+    __slots__ = ("sources", "shape", "spec", "bounds", "seen", "last", "dtype")
+
+    def __init__(self, sources: list, h: api.Handle):
+        self.sources = sources  # weak references to the handles it is read through
+        self.shape, self.dtype = h.shape, h.dtype
+        self.spec = _spec(h.tt)
+        self.bounds = h.bounds
+        self.seen = h.tt  # the device tensor last validated against spec and the guards
+        # with several sources (tensors sharing the value read): what each held at the last replay
+        self.last = [None if r() is None else r().tt for r in sources] if len(sources) > 1 else None
+
+    def describe(self) -> str:
+        return f"a {list(self.shape)} {self.dtype} tensor"
+
+
+def _spec(tt) -> tuple:
+    return tuple(tt.shape), tuple(tt.padded_shape), tt.dtype, tt.layout
+
+
+def _user_line() -> str:
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_NOT_USER_CODE):
+        f = f.f_back
+    return "<unknown>" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def _bounds_class(b):
+    """What every host decision made from bounds depends on (see lowerings reduction._known_all_any,
+    factory._nonzero_bounds, views.same_values): values equal in these answer every such decision alike."""
+    if b is None:
+        return None
+    lo, hi, exact = b
+    return lo > 0, hi < 0, lo == 0, hi == 0, lo == hi, exact
+
+
+class _Step:
+    """One recorded ttnn call: `fn(*args, **kwargs)` with the slots `subs` (position, slot), `lsubs`
+    (position, [slots]: a list of tensors) and `ksubs` (keyword, slot) filled in; results into `outs`."""
+
+    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "kill", "create")
+
+    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, create=None):
+        self.op, self.fn, self.args, self.subs, self.lsubs = op, fn, args, subs, lsubs
+        self.kwargs, self.ksubs, self.outs, self.multi = kwargs, ksubs, outs, multi
+        self.kill = ()        # slots whose last use this step is (dropped after it)
+        self.create = create  # a factory op: (args, tt_dtype, layout, torch dtype, kwargs) of device_api.create
+
+
+class _Recorder:
+    """What device_api reports during a capture (device_api.recording is this object meanwhile)."""
+
+    def __init__(self):
+        self.steps: list = []
+        self.nslots = 0
+        self.produced: dict = {}    # id(ttnn tensor) -> slot (results of steps, constants)
+        self.shapes: list = []      # slot -> torch shape (for shadow handles)
+        self.externals: dict = {}   # slot -> _External
+        self.ext_key: dict = {}     # (id(handle), id(tt)) or id(tt) -> slot
+        self.constants: dict = {}   # slot -> Handle (uploads inside the region, kept by the graph)
+        self.guards: list = []      # (kind, what, line, slot)
+        self.index = None
+        gc.collect()
+        self.before: dict = {}      # id(handle) -> weakref, for every handle alive when capture began
+        self.holders = collections.defaultdict(list)  # id(tt) -> weakrefs of the handles holding it then
+        for obj in gc.get_objects():
+            if type(obj) is api.Handle:
+                ref = weakref.ref(obj)
+                self.before[id(obj)] = ref
+                if obj.tt is not None:
+                    self.holders[id(obj.tt)].append(ref)
+
+    # -------------------------------------------------------------------------- refusals
+    def refuse(self, what: str):
+        raise RuntimeError(
+            f"torch.ttnn graph capture: {what} inside a captured region, at {_user_line()}. A replay re-issues "
+            f"the region's device ops only, so nothing the host does inside it can be repeated: like "
+            f"torch.cuda.graph, capture refuses it. Move it out of the region (before capture for inputs, "
+            f"after replay for outputs).")
+
+    def _device(self, index: int):
+        if self.index is None:
+            self.index = index
+        elif index != self.index:
+            self.refuse(f"an op on ttnn:{index} in a region captured on ttnn:{self.index} (a graph runs on one "
+                        f"device)")
+
+    # -------------------------------------------------------------------------- slots
+    def _new_slot(self, tt, shape) -> int:
+        s = self.nslots
+        self.nslots += 1
+        self.produced[id(tt)] = s
+        self.shapes.append(shape)
+        return s
+
+    def _existed(self, h: api.Handle) -> bool:
+        ref = self.before.get(id(h))
+        return ref is not None and ref() is h
+
+    def slot(self, h: api.Handle) -> int:
+        """The slot of h's current device tensor (registering it as an external on first sight)."""
+        if h.tt is None:
+            raise RuntimeError("torch.ttnn graph capture: an unwritten tensor (torch.empty) was read")
+        s = self.produced.get(id(h.tt))
+        if s is not None:
+            return s
+        existed = self._existed(h)
+        key = (id(h), id(h.tt)) if existed else id(h.tt)
+        s = self.ext_key.get(key)
+        if s is not None:
+            return s
+        sources = [self.before[id(h)]] if existed else [r for r in self.holders.get(id(h.tt), ()) if r() is not None]
+        if not sources:  # pragma: no cover - every device tensor comes from device_api
+            raise RuntimeError(f"torch.ttnn graph capture: cannot tell which tensor {h!r} was read from")
+        s = self.nslots
+        self.nslots += 1
+        self.shapes.append(h.shape)
+        self.ext_key[key] = s
+        self.externals[s] = _External(sources, h)
+        return s
+
+    # -------------------------------------------------------------------------- device_api hooks
+    def on_run(self, op: str, args, kwargs, result):
+        outs = result if type(result) is list else [result]
+        self._device(outs[0].index)
+        targs, subs, lsubs = list(args), [], []
+        for i, a in enumerate(args):
+            if type(a) is api.Handle:
+                subs.append((i, self.slot(a)))
+                targs[i] = None
+            elif type(a) is list and a and type(a[0]) is api.Handle:
+                lsubs.append((i, [self.slot(x) for x in a]))
+                targs[i] = None
+        tkwargs, ksubs = dict(kwargs), []
+        for k, v in kwargs.items():
+            if type(v) is api.Handle:
+                ksubs.append((k, self.slot(v)))
+                tkwargs[k] = None
+        slots = [self._new_slot(o.tt, o.shape) for o in outs]
+        self.steps.append(_Step(op, api._resolve(op), targs, subs, lsubs, tkwargs, ksubs, slots,
+                                type(result) is list))
+
+    def on_create(self, op: str, args, tt_dtype, layout, kwargs, h: api.Handle):
+        self._device(h.index)
+        step = _Step(op, None, (), (), (), {}, (), [self._new_slot(h.tt, h.shape)], False,
+                     create=(args, tt_dtype, layout, h.dtype, dict(kwargs)))
+        self.steps.append(step)
+
+    def on_upload(self, h: api.Handle):
+        self._device(h.index)
+        self.constants[self._new_slot(h.tt, h.shape)] = h
+
+    def decision(self, h: api.Handle, kind, what: str):
+        self.guards.append((kind, what, _user_line(), self.slot(h)))
+
+    # -------------------------------------------------------------------------- the end
+    def finish(self) -> "_Program":
+        steps, externals = self.steps, self.externals
+        # outputs: live handles holding a value the region produced, or (made inside it) an external one
+        gc.collect()
+        outputs = []
+        for obj in gc.get_objects():
+            if type(obj) is not api.Handle or obj.tt is None:
+                continue
+            s = self.produced.get(id(obj.tt))
+            existed = self._existed(obj)
+            if s is None and not existed and any(r() is not None for r in self.holders.get(id(obj.tt), ())):
+                s = self.slot(obj)  # made inside the region on a static input's tensor (e.g. a clone)
+            if s is not None and s not in self.constants:
+                outputs.append((weakref.ref(obj), s, existed))
+        # which bounded externals (integer/bool static inputs known on the host) each slot depends on
+        deps: dict = {s: frozenset((s,)) for s, e in externals.items() if e.bounds is not None}
+        for st in steps:
+            ins = [s for _, s in st.subs] + [s for _, ss in st.lsubs for s in ss] + [s for _, s in st.ksubs]
+            d = frozenset().union(*(deps[s] for s in ins if s in deps)) if ins else frozenset()
+            if d:
+                for s in st.outs:
+                    deps[s] = d
+        guards = [(kind, what, line, sorted(deps.get(s, ()))) for kind, what, line, s in self.guards]
+        # last uses: a slot not kept by an output is dropped after the last step that reads it
+        keep = {s for _, s, _ in outputs}
+        last = {}
+        for i, st in enumerate(steps):
+            for _, s in st.subs:
+                last[s] = i
+            for _, ss in st.lsubs:
+                for s in ss:
+                    last[s] = i
+            for _, s in st.ksubs:
+                last[s] = i
+            for s in st.outs:
+                last.setdefault(s, i)  # produced and never read: dropped at once unless kept
+        kills = collections.defaultdict(list)
+        for s, i in last.items():
+            if s not in keep:
+                kills[i].append(s)
+        for i, st in enumerate(steps):
+            st.kill = tuple(kills.get(i, ()))
+        return _Program(self.index, steps, self.nslots, self.shapes, externals, self.constants, outputs,
+                        guards, set(deps))
+
+
+class _Program:
+    """A recorded region: what replay() re-issues."""
+
+    def __init__(self, index, steps, nslots, shapes, externals, constants, outputs, guards, bounded):
+        self.index, self.steps, self.nslots, self.shapes = index, steps, nslots, shapes
+        self.externals, self.constants, self.outputs, self.guards = externals, constants, outputs, guards
+        self.bounded = bounded  # slots whose bounds depend on an integer/bool static input
+        self.guarded = {s for *_, ss in guards for s in ss}
+
+    # -------------------------------------------------------------------------- inputs
+    def inputs(self) -> dict:
+        """slot -> the source handle of every external, validated (spec, guards) where its tensor changed."""
+        current = {}
+        changed = []
+        for s, ext in self.externals.items():
+            if len(ext.sources) == 1:  # the common case (a weight, a static input): one handle, unchanged
+                h = ext.sources[0]()
+                if h is not None and h.tt is ext.seen:
+                    current[s] = h
+                    continue
+            handles = [r() for r in ext.sources]
+            live = [h for h in handles if h is not None]
+            if not live:
+                raise RuntimeError(
+                    f"torch.ttnn graph replay: a static input of the graph ({ext.describe()}) was freed after "
+                    f"capture. Keep the tensors the region reads alive for the graph's life, and refill them "
+                    f"with copy_().")
+            h = live[0]
+            if len(handles) > 1:  # several tensors shared the value read (clones): the one refilled since counts
+                moved = [x for x, last in zip(handles, ext.last) if x is not None and x.tt is not last]
+                if any(x.tt is not moved[0].tt for x in moved[1:]):
+                    raise RuntimeError(
+                        f"torch.ttnn graph replay: the region read {ext.describe()} that several tensors shared "
+                        f"at capture, and they were refilled with different values: which one the graph reads is "
+                        f"ambiguous. Refill only the static input the region reads, or capture again.")
+                h = moved[0] if moved else next((x for x in live if x.tt is ext.seen), h)
+                ext.last = [None if x is None else x.tt for x in handles]
+            if h.tt is not ext.seen:
+                if h.tt is None or _spec(h.tt) != ext.spec or h.index != self.index:
+                    now = "unwritten" if h.tt is None else f"{_spec(h.tt)} on ttnn:{h.index}"
+                    raise RuntimeError(
+                        f"torch.ttnn graph replay: static input {ext.describe()} changed since capture: the "
+                        f"graph was captured for (shape, padded shape, device dtype, layout) {ext.spec} on "
+                        f"ttnn:{self.index}, it now holds {now}. Refill static inputs with copy_() from a "
+                        f"tensor of the same shape and kind (a resized input, or an integer input whose values "
+                        f"turned negative, needs a new capture). If this is a weight converted at its first "
+                        f"use, run the region once before capture (a warm-up).")
+                changed.append(s)
+            current[s] = h
+        if changed and self.guarded.intersection(changed):
+            self._check_guards(current)
+        for s in changed:
+            self.externals[s].seen = current[s].tt
+        return current
+
+    def _check_guards(self, current: dict):
+        for kind, what, line, slots in self.guards:
+            for s in slots:
+                ext, new = self.externals[s], current[s].bounds
+                if type(kind) is tuple:  # ("index", rows): the embedding's range check, as in eager mode
+                    rows = kind[1]
+                    if new is not None and (new[0] < 0 or new[1] >= rows):
+                        raise IndexError(f"index out of range in self: an embedding of {rows} rows got indices in "
+                                         f"[{new[0]}, {new[1]}] (graph replay; the embedding is at {line})")
+                    continue  # (values unknown on the host are not checked in eager mode either)
+                if kind == "item":
+                    same = new == ext.bounds
+                else:
+                    same = new is not None and _bounds_class(new) == _bounds_class(ext.bounds)
+                if same:
+                    continue
+                seen = "values unknown on the host (computed on the device)" if new is None else \
+                    f"values in [{new[0]}, {new[1]}]"
+                raise RuntimeError(
+                    f"torch.ttnn graph replay: the captured region decided {what} at {line} from values known on "
+                    f"the host (static input {ext.describe()} held values in [{ext.bounds[0]}, {ext.bounds[1]}] "
+                    f"at capture); its new value ({seen}) could change that decision, and a replay cannot "
+                    f"re-decide. Capture a graph for inputs of this kind (e.g. one per attention-mask pattern: "
+                    f"all ones vs padded), or run eagerly.")
+
+    # -------------------------------------------------------------------------- op by op (mock devices)
+    def run(self, current: dict, keep: list | None = None):
+        """Re-issue every step op by op; returns (tensors, shadows) by slot. Intermediates are dropped after
+        their last use, unless `keep` is a list: then every tensor made is appended to it (a trace's buffers
+        must stay allocated for its life)."""
+        env = [None] * self.nslots
+        shadows = [None] * self.nslots
+        for s, h in current.items():
+            env[s], shadows[s] = h.tt, h.shadow
+        for s, h in self.constants.items():
+            env[s], shadows[s] = h.tt, h.shadow
+        shadowing = api._shadowing
+        count = api._count
+        index = self.index
+        try:
+            for st in self.steps:
+                if st.create is not None:
+                    args, tt_dtype, layout, dtype, kwargs = st.create
+                    h = api.create(st.op, args, tt_dtype, layout, index, dtype, **kwargs)
+                    env[st.outs[0]], shadows[st.outs[0]] = h.tt, h.shadow
+                    if keep is not None:
+                        keep.append(h.tt)
+                    continue
+                a = st.args.copy()
+                for i, s in st.subs:
+                    a[i] = env[s]
+                for i, ss in st.lsubs:
+                    a[i] = [env[s] for s in ss]
+                kw = st.kwargs
+                if st.ksubs:
+                    kw = dict(kw)
+                    for k, s in st.ksubs:
+                        kw[k] = env[s]
+                out = st.fn(*a, **kw)
+                count(st.op)
+                outs = out if st.multi else (out,)
+                if shadowing:
+                    values = api.shadow(st.op, *self._handles(st, env, shadows), outs)
+                    for s, o, v in zip(st.outs, outs, values):
+                        env[s], shadows[s] = o, v
+                else:
+                    for s, o in zip(st.outs, outs):
+                        env[s] = o
+                if keep is not None:
+                    keep.extend(env[s] for s in st.outs)
+                    continue
+                for s in st.kill:
+                    env[s] = shadows[s] = None
+        except RuntimeError as err:
+            oom = api._out_of_memory(err, index, "a graph replay")
+            if oom is None:
+                raise
+            raise oom from err
+        return env, shadows
+
+    def _handles(self, st: _Step, env, shadows):
+        """The step's arguments with Handles (for shadow execution), as device_api.run received them."""
+        def h(s):
+            return api.Handle(env[s], shadows[s], torch.float32, self.shapes[s], self.index)
+        a = list(st.args)
+        for i, s in st.subs:
+            a[i] = h(s)
+        for i, ss in st.lsubs:
+            a[i] = [h(s) for s in ss]
+        kw = dict(st.kwargs)
+        for k, s in st.ksubs:
+            kw[k] = h(s)
+        return a, kw
+
+    def write_outputs(self, env, shadows, current: dict):
+        """The noted handles take their slots' new values (the same tensor objects, new contents)."""
+        for ref, s, existed in self.outputs:
+            h = ref()
+            if h is None:
+                continue
+            h.tt, h.shadow = env[s], shadows[s]
+            if s in current:
+                h.bounds = current[s].bounds
+            elif s in self.bounded:
+                h.bounds = None  # derived from a static input's known values: no longer known
+            if existed:
+                h.version += 1  # views of a tensor the region wrote in place re-derive (dispatch.refresh)
+
+
+class _Trace:
+    """Hardware only (not run on a mock device, where tt-metal's trace capture crashes): the program recorded
+    as a ttnn trace. Every buffer the trace writes stays allocated for the graph's life (a buffer freed after
+    capture could be handed to another tensor, which execute_trace would then overwrite); a replay copies
+    each changed static input into the trace's input buffer, then execute_trace."""
+
+    def __init__(self, program: _Program):
+        self.program = program
+        current = program.inputs()  # (the capture itself was the compiling run)
+        self.buffers: list = []
+        self.id = api.begin_trace(program.index)
+        try:
+            self.env, self.shadows = program.run(current, keep=self.buffers)
+        finally:
+            api.end_trace(program.index, self.id)
+        self.inputs = {s: h.tt for s, h in current.items()}  # the buffers the trace reads
+
+    def replay(self):
+        current = self.program.inputs()
+        for s, h in current.items():
+            if h.tt is not self.inputs[s]:
+                api.copy_into(h.tt, self.inputs[s])
+        api.execute_trace(self.program.index, self.id)
+        self.program.write_outputs(self.env, self.shadows, {s: _Fixed(tt) for s, tt in self.inputs.items()})
+
+    def release(self):
+        api.release_trace(self.program.index, self.id)
+
+
+class _Fixed:
+    __slots__ = ("tt", "bounds")
+
+    def __init__(self, tt):
+        self.tt, self.bounds = tt, None
+
+
+# ----------------------------------------------------------------------------------------------- public API
+class TTNNGraph:
+    """A captured region of ttnn device work, replayed with `replay()` (torch.cuda.CUDAGraph's contract).
+
+    Capture with `with torch.ttnn.graph(g): ...` after a warm-up run of the region; refill the static inputs
+    the region read with `copy_()`, call `g.replay()`, read the same output tensors. `reset()` frees the
+    recording (and on a card the trace)."""
+
+    def __init__(self):
+        self._program = None
+        self._trace = None
+        self._recorder = None
+
+    def capture_begin(self, pool=None, capture_error_mode: str = "global"):
+        if api.recording is not None:
+            raise RuntimeError("torch.ttnn graph capture: a capture is already under way (nested captures are not "
+                               "supported): end it before beginning another")
+        if self._program is not None:
+            raise RuntimeError("torch.ttnn graph capture: this graph was already captured; call reset() first")
+        self._recorder = _Recorder()
+        api.recording = self._recorder
+
+    def capture_end(self):
+        rec = self._recorder
+        if rec is None or api.recording is not rec:
+            raise RuntimeError("torch.ttnn graph capture: capture_end() without capture_begin()")
+        api.recording = self._recorder = None
+        if rec.index is None:
+            rec.index = _current_index()
+        self._program = rec.finish()
+        if not api.MOCK:
+            self._trace = _Trace(self._program)
+
+    def _abort(self):
+        if api.recording is self._recorder:
+            api.recording = None
+        self._recorder = None
+
+    def replay(self):
+        p = self._program
+        if p is None:
+            raise RuntimeError("torch.ttnn graph replay: this graph has not been captured (or was reset)")
+        if api.recording is not None:
+            raise RuntimeError("torch.ttnn graph replay inside a capture is not supported")
+        if self._trace is not None:  # a card
+            self._trace.replay()
+            return
+        current = p.inputs()
+        env, shadows = p.run(current)
+        p.write_outputs(env, shadows, current)
+
+    def reset(self):
+        if self._trace is not None:
+            self._trace.release()
+        self._program = self._trace = None
+
+    def pool(self):
+        """A handle of the graph's memory (accepted for torch.cuda compatibility; graphs share no pool)."""
+        return id(self)
+
+    @property
+    def num_ops(self) -> int:
+        """ttnn calls one replay issues."""
+        return 0 if self._program is None else len(self._program.steps)
+
+    def __del__(self):
+        try:
+            self.reset()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def _current_index() -> int:
+    from .device_module import current_device
+    return current_device()
+
+
+class graph:
+    """Context manager capturing the ttnn device work of its body into `ttnn_graph` (torch.cuda.graph)."""
+
+    def __init__(self, ttnn_graph: TTNNGraph, pool=None, stream=None, capture_error_mode: str = "global"):
+        self.graph = ttnn_graph
+
+    def __enter__(self):
+        if api.recording is not None:
+            raise RuntimeError("torch.ttnn graph capture: a capture is already under way (nested captures are not "
+                               "supported): end it before beginning another")
+        for index in list(api._devices):
+            api.synchronize(index)
+        self.graph.capture_begin()
+        return self.graph
+
+    def __exit__(self, kind, err, tb):
+        if err is not None:
+            self.graph._abort()
+            return False
+        self.graph.capture_end()
+        return False
+
+
+def is_current_stream_capturing() -> bool:
+    return api.recording is not None
+
+
+def host_decision(h: api.Handle, kind, what: str) -> None:
+    """A lowering answered `what` from h's known value bounds (kind "all_any", "item" or ("index", rows));
+    recorded as a guard when a capture is under way."""
+    if api.recording is not None:
+        api.recording.decision(h, kind, what)
+
+
+def refuse_in_capture(what: str) -> None:
+    if api.recording is not None:
+        api.recording.refuse(what)
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
+                           pool=None):
+    """Graphed versions of `callables` (a callable or nn.Module, or a tuple of them, with `sample_args` a
+    tuple of ttnn tensors or a tuple of such tuples): each warmed up, captured once with static copies of its
+    sample arguments, and then, per call, its arguments copied into the static inputs and the graph replayed;
+    it returns the same output objects every call. Inference only (no autograd through a replay): arguments
+    that require grad are refused."""
+    single = not isinstance(callables, tuple)
+    if single:
+        callables, sample_args = (callables,), (sample_args,)
+    results = []
+    for fn, args in zip(callables, sample_args):
+        results.append(_graphed(fn, tuple(args), num_warmup_iters))
+    return results[0] if single else tuple(results)
+
+
+def _check_inference(args, where: str):
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.requires_grad and torch.is_grad_enabled():
+            raise RuntimeError(f"torch.ttnn.make_graphed_callables makes inference graphs: {where} requires grad "
+                               f"and training graphs do not exist yet. Call it under torch.no_grad() or "
+                               f"torch.inference_mode(), or detach the argument.")
+
+
+def _graphed(fn, sample, warmup: int):
+    from .tensor import TtnnTensor
+    for a in sample:
+        if not isinstance(a, TtnnTensor):
+            raise TypeError(f"torch.ttnn.make_graphed_callables: sample arguments must be ttnn tensors, got "
+                            f"{type(a).__name__} on {getattr(a, 'device', 'the host')}")
+        if a.requires_grad:
+            _check_inference([a], "a sample argument")
+    index = sample[0]._handle.index if sample else _current_index()
+    forward = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    static = [a.detach().clone() for a in sample]
+    with torch.no_grad():
+        for _ in range(max(1, warmup)):
+            forward(*static)
+        g = TTNNGraph()
+        with graph(g):
+            out = forward(*static)
+
+    def graphed(*args):
+        if len(args) != len(static):
+            raise TypeError(f"graphed callable takes {len(static)} arguments ({len(args)} given)")
+        _check_inference(args, "an argument")
+        for i, (a, s) in enumerate(zip(args, static)):
+            if not isinstance(a, torch.Tensor) or a.device != s.device:
+                where = a.device if isinstance(a, torch.Tensor) else type(a).__name__
+                raise RuntimeError(f"graphed callable: argument {i} is on {where}, but the graph was captured on "
+                                   f"ttnn:{index}; a graph replays on the device it was captured on")
+            if a.shape != s.shape or a.dtype != s.dtype:
+                raise RuntimeError(f"graphed callable: argument {i} is a {list(a.shape)} {a.dtype} tensor, the "
+                                   f"graph was captured for {list(s.shape)} {s.dtype}; capture another graph for "
+                                   f"other shapes")
+            if a is not s:
+                with torch.no_grad():
+                    s.copy_(a)
+        g.replay()
+        return out
+
+    graphed.graph = g
+    if isinstance(fn, torch.nn.Module):
+        fn.forward = graphed
+        return fn
+    return graphed
+
