@@ -190,6 +190,8 @@ def _dispatch(func, args, kwargs):
     if entry is None:
         return _unlowered(func, args, kwargs)
     counters.count_aten(func)
+    if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
+        return empty
     # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
     # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
     # (or any kwarg) hands this call over to _Call, which does the general work.
@@ -231,6 +233,56 @@ def _dispatch(func, args, kwargs):
     if entry.aliases:
         return _finish(entry, result, args, kwargs, hargs, hkwargs)
     return _wrap(result)
+
+
+# ----------------------------------------------------------------------------------------------- zero-size
+def _has_empty(args) -> bool:
+    for a in args:
+        if type(a) is TtnnTensor:
+            if 0 in a._handle.shape:
+                return True
+        elif type(a) in (list, tuple) and a and any(type(x) is TtnnTensor and 0 in x._handle.shape for x in a):
+            return True
+    return False
+
+
+_TAKES_EMPTY = (aten.cat.default,)  # lowerings that skip zero-size inputs themselves
+
+
+def _zero_size(entry, func, args, kwargs):
+    """A lowered op with a zero-size tensor argument never reaches ttnn (its kernels divide by the element
+    count: a zero-size tensor can kill the process). The result's shapes and dtypes, or PyTorch's error, come
+    from running the op on the meta device. Outputs with no elements are made without ttnn; a non-empty
+    output computed from empty inputs (sum of nothing, [3,0] @ [0,4], a bias alone) is computed by PyTorch
+    on the host, where it costs nothing, and uploaded. None: the lowering runs as usual (views, which keep
+    their own bookkeeping; copies between devices; cat, which skips empty parts)."""
+    if entry.mixed_devices or func in _TAKES_EMPTY or any(not w for _, _, _, w in entry.aliases):
+        return None
+    index = _device_index(args, kwargs)
+    call = _Call(False)
+    tree_map(lambda x: call.arg(x, None) if isinstance(x, torch.Tensor) else x, (args, kwargs))  # same device?
+    meta = tree_map(lambda x: torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, TtnnTensor)
+                    else x, (args, kwargs))
+    out = func(*meta[0], **meta[1])  # PyTorch's own shape checks and errors
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    if any(isinstance(o, torch.Tensor) and o.numel() for o in outs):
+        cpu = tree_map(lambda x: api.download(refresh(x._handle)) if isinstance(x, TtnnTensor) else x,
+                       (args, kwargs))
+        out = func(*cpu[0], **cpu[1])
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+    aliases = {ri: (where, name) for ri, where, name, _ in entry.aliases}
+    results = []
+    for i, o in enumerate(outs):
+        if i in aliases:  # in-place / out=: the caller's tensor, written
+            orig = _get(args, kwargs, *aliases[i])
+            write_into(orig, layout.to_device(torch.empty(o.shape, dtype=o.dtype) if o.is_meta else o, index))
+            results.append(orig)
+        elif isinstance(o, torch.Tensor):
+            value = torch.empty(o.shape, dtype=o.dtype) if o.is_meta else o
+            results.append(TtnnTensor(layout.to_device(value, index)))
+        else:
+            results.append(o)
+    return results[0] if not isinstance(out, (list, tuple)) else type(out)(results)
 
 
 def _unlowered(func, args, kwargs):

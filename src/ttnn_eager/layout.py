@@ -19,6 +19,9 @@ Storage (at upload, `storage_for`):
                      stored bfloat8_b TILE at upload; an embedding table among them is widened back to
                      bfloat16 once, at its first lookup
     float64, complex: refused (TypeError naming a dtype to use)
+    float constants  a finite constant beyond bfloat16's range (torch.finfo(torch.float32).min, the usual
+                     "masked" score) is stored as bfloat16's largest finite value, not rounded to infinity:
+                     a softmax over a row masked entirely with it then stays finite, as in float32 on the CPU
 
 Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
     ANY         as it is
@@ -78,6 +81,18 @@ def check_dtype(dtype: torch.dtype) -> None:
     hint = "torch.float32" if dtype.is_floating_point or dtype.is_complex else "torch.int32"
     raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. "
                     f"x.to({hint}) (supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8)")
+
+
+BFLOAT16_MAX = float(torch.finfo(torch.bfloat16).max)
+
+
+def finite_constant(value, tt_dtype=None):
+    """A Python float constant as a bfloat16 device tensor (tt_dtype None: the float storage) can hold it:
+    finite values beyond bfloat16's range saturate instead of becoming +-inf."""
+    if type(value) is float and abs(value) > BFLOAT16_MAX and value == value and abs(value) != float("inf") \
+            and (tt_dtype or float_device_dtype()) != api.FLOAT32:
+        return BFLOAT16_MAX if value > 0 else -BFLOAT16_MAX
+    return value
 
 
 def storage_for(dtype: torch.dtype, nonnegative: bool = False):
