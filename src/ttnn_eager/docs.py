@@ -37,6 +37,8 @@ def ops_md() -> str:
             out.append(f"\n## {fam}\n\n| aten op | TT-NN op(s) | needs | notes |\n|---|---|---|---|\n")
         ttnn = ", ".join(f"`{t}`" for t in e.ttnn) or "(none: metadata only)"
         out.append(f"| `{e.op}` | {ttnn} | {e.need_summary()} | {e.notes} |\n")
+    from . import opinfo
+    out.append(opinfo.failures_md())
     return "".join(out)
 
 

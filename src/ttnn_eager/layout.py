@@ -195,6 +195,11 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     return h
 
 
+def like(h: api.Handle, other: api.Handle) -> api.Handle:
+    """h (TILE) in other's device dtype (a new handle when it differs), e.g. a bool condition for an integer op."""
+    return _typecast(ensure(h, TILE), other.tt_dtype)
+
+
 def to_float32(h: api.Handle) -> api.Handle:
     """h computed in float32 on the device (a new handle), for ops whose result bfloat16 would change."""
     return _typecast(ensure(h, TILE), api.FLOAT32)

@@ -104,15 +104,14 @@ def div(a, b, *, rounding_mode=None):
 
 
 def _unary(name: str, ttnn_op: str, *ops, notes: str = ""):
-    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes)
+    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes or "integer/bool inputs give float32, as PyTorch")
     def lower(x):
-        return api.run(ttnn_op, x)
+        return api.run(ttnn_op, x, out_dtype=x.dtype if x.dtype.is_floating_point else torch.get_default_dtype())
     lower.__name__ = lower.__qualname__ = name
     return lower
 
 
 tanh = _unary("tanh", "tanh", aten.tanh.default)
-relu = _unary("relu", "relu", aten.relu.default)
 sigmoid = _unary("sigmoid", "sigmoid", aten.sigmoid.default)
 exp = _unary("exp", "exp", aten.exp.default)
 log = _unary("log", "log", aten.log.default)
@@ -121,6 +120,15 @@ rsqrt = _unary("rsqrt", "rsqrt", aten.rsqrt.default)
 erf = _unary("erf", "erf", aten.erf.default)
 silu = _unary("silu", "silu", aten.silu.default)
 reciprocal = _unary("reciprocal", "reciprocal", aten.reciprocal.default)
+
+
+@lowering(aten.relu.default, ttnn=["relu", "clamp"], needs=TILE, notes="integers: clamp at 0 in int32")
+def relu(x):
+    if x.dtype == torch.bool:
+        raise NotImplementedError("Boolean inputs not supported for relu")
+    if x.dtype.is_floating_point:
+        return api.run("relu", x)
+    return clamp(x, min=0)
 
 
 @lowering(aten.neg.default, ttnn=["neg"], needs=SIGNED)
@@ -140,11 +148,23 @@ def gelu(x, *, approximate="none"):
     return api.run("gelu", x)
 
 
-@lowering(aten.pow.Tensor_Scalar, ttnn=["pow"], needs=TILE_FLOAT)
+@lowering(aten.pow.Tensor_Scalar, ttnn=["pow", "square", "multiply"], needs=TILE,
+          notes="integer tensors to integer powers: exact while results fit float32's 24-bit mantissa")
 def pow_(x, exponent):
+    dtype = promote_scalar(x.dtype, exponent)
+    if not dtype.is_floating_point:  # an integer power of an integer tensor
+        if exponent < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if exponent == 2:
+            x = policy.signed(x) if x.dtype != torch.bool else policy.retag(x, dtype)
+            return api.run("multiply", x, x, out_dtype=dtype)
+        from .factory import cast
+        out = api.run("pow", policy.to_float32(x), float(exponent), out_dtype=torch.float32)
+        return cast(api.run("round", out), dtype)
+    x = policy.ensure(x, TILE_FLOAT)
     if exponent == 2:
-        return api.run("square", x)
-    return api.run("pow", x, _scalar(exponent))
+        return api.run("square", x, out_dtype=dtype)
+    return api.run("pow", x, _scalar(exponent, x), out_dtype=dtype)
 
 
 @lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE,
@@ -252,12 +272,21 @@ def logical_not(x):
 
 
 # ----------------------------------------------------------------------------------------------- selection
+def _condition(condition, like):
+    """ttnn.where takes an integer operand only with a condition of the same device dtype (bool tensors are
+    bfloat16 0/1 on the device)."""
+    if like is None or policy.is_float(like.tt_dtype) or condition.tt_dtype == like.tt_dtype:
+        return condition
+    return policy.like(condition, like)
+
+
 @lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar, ttnn=["where"],
-          needs={"condition": TILE, "*": PROMOTE})
+          needs={"condition": TILE, "*": PROMOTE}, notes="integer operands: the condition in their device dtype")
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
     a, b = _fit(dtype, "where", a, b)
     like = a if is_handle(a) else b if is_handle(b) else None
+    condition = _condition(condition, like)
     return api.run("where", condition, _scalar(a, like) if not is_handle(a) else a,
                    _scalar(b, like) if not is_handle(b) else b, out_dtype=dtype)
 
@@ -265,4 +294,7 @@ def where(condition, a, b):
 @lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor, ttnn=["where"], needs={"mask": TILE, "*": PROMOTE})
 def masked_fill(x, mask, value):
     x, value = _fit(x.dtype, "where", x, value)
+    if is_handle(value) and value.tt_dtype != x.tt_dtype:
+        value = policy.like(value, x)
+    mask = _condition(mask, x)
     return api.run("where", mask, _scalar(value, x) if not is_handle(value) else value, x, out_dtype=x.dtype)

@@ -11,6 +11,7 @@ import math
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import TILE
 from ..registry import lowering
 from ._common import check_broadcast
@@ -36,6 +37,12 @@ def _broadcast_batch(a, b, transpose_b: bool):
     return expand(a, batch + list(a.shape[-2:])), expand(b, batch + list(b.shape[-2:]))
 
 
+def _as_float32(h):
+    out = policy.to_float32(h)
+    out.dtype = torch.float32
+    return out
+
+
 def _fusable_bias(bias, n: int) -> bool:
     """ttnn.linear adds a bias of one row of n features; another bias (a matrix, one value) is added after."""
     return bias.shape.numel() == n and (not bias.shape or bias.shape[-1] == n)
@@ -45,6 +52,13 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None):
     if not a.shape or not b.shape:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(a.shape)}D and "
                            f"{len(b.shape)}D")
+    int_dtype = None
+    if not a.dtype.is_floating_point or not b.dtype.is_floating_point:
+        if a.dtype != b.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+        # ttnn.matmul takes floating tensors: integers are multiplied in float32 (exact below 2**24)
+        int_dtype, a, b = a.dtype, _as_float32(a), _as_float32(b)
+        bias = _as_float32(bias) if bias is not None else None
     squeeze_front = squeeze_back = False
     if len(a.shape) == 1:
         a, squeeze_front = _vector_as_matrix(a, True), True
@@ -66,6 +80,9 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None):
         out = api.run("linear", a, b, bias=bias, transpose_b=transpose_b)
     if late_bias is not None:
         out = api.run("add", out, late_bias)
+    if int_dtype is not None:
+        from .factory import cast
+        out = cast(out, int_dtype)
     if squeeze_front or squeeze_back:
         shape = list(out.shape)
         if squeeze_back:
