@@ -218,8 +218,9 @@ def _compare(out, ref, exact: bool, values: bool = True) -> str:
 
 
 def run_sample(op, sample) -> tuple:
-    """(status, detail) of one sample: its result on ttnn:0 against the CPU's."""
-    from . import config
+    """(status, detail) of one sample: its result on ttnn:0 against the CPU's ("CPU fallback": a pass on
+    which some aten op of the sample ran on the counted CPU fallback)."""
+    from . import config, counters
     exact = op.name in COMPARISONS
     if not exact:
         sample = sample.transform(_bf16)
@@ -231,6 +232,7 @@ def run_sample(op, sample) -> tuple:
     except Exception as e:  # noqa: BLE001 - PyTorch's exception is the specification
         ref, ref_error = None, e
     previous = config.configure(float32_storage="float32") if exact else None
+    fallbacks = counters.counts["fallbacks"]
     try:
         moved = sample.transform(_to_device)
         if op.name in CPU_ARGS:
@@ -252,7 +254,9 @@ def run_sample(op, sample) -> tuple:
     if error is not None:
         return "fail", f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
     problem = _compare(out, ref, exact, values=op.name not in UNDEFINED_VALUES)
-    return ("fail", problem) if problem else ("pass", "")
+    if problem:
+        return "fail", problem
+    return "pass", "CPU fallback" if counters.counts["fallbacks"] > fallbacks else ""
 
 
 def refusal_checks(op) -> list:
@@ -301,12 +305,14 @@ def run(cap: int = CAP, chosen: list | None = None) -> list:
 
 
 def summary(results: list) -> dict:
-    """family -> Counter(run, pass, refused, fail, expected)."""
+    """family -> Counter(run, pass, fallback (passes that used the CPU fallback), refused, fail, expected)."""
     table: dict = collections.defaultdict(collections.Counter)
     for r in results:
         row = table[r.family]
         row["run"] += 1
         row[r.status] += 1
+        if r.status == "pass" and r.detail == "CPU fallback":
+            row["fallback"] += 1
         if r.status == "fail" and expected_failure(r.op, r.dtype, r.index):
             row["expected"] += 1
     return dict(table)
@@ -331,14 +337,14 @@ def main() -> None:
     start = time.perf_counter()
     results = run()
     table = summary(results)
-    print(f"{'family':<14} {'run':>5} {'pass':>5} {'refused':>8} {'fail':>5} {'(listed)':>9}")
+    print(f"{'family':<14} {'run':>5} {'pass':>5} {'(fallback)':>10} {'refused':>8} {'fail':>5} {'(listed)':>9}")
     total = collections.Counter()
-    for family in sorted(table):
-        row = table[family]
-        total.update(row)
-        print(f"{family:<14} {row['run']:>5} {row['pass']:>5} {row['refused']:>8} {row['fail']:>5} {row['expected']:>9}")
-    print(f"{'total':<14} {total['run']:>5} {total['pass']:>5} {total['refused']:>8} {total['fail']:>5} "
-          f"{total['expected']:>9}")
+    for family in [*sorted(table), "total"]:
+        row = total if family == "total" else table[family]
+        if family != "total":
+            total.update(row)
+        print(f"{family:<14} {row['run']:>5} {row['pass']:>5} {row['fallback']:>10} {row['refused']:>8} "
+              f"{row['fail']:>5} {row['expected']:>9}")
     other = total["run"] - total["refused"]
     print(f"pass rate of non-refused samples: {total['pass'] / max(other, 1):.2%}  ({time.perf_counter() - start:.0f} s)")
     for r in results:
