@@ -271,6 +271,10 @@ def test_constants_beyond_bfloat16_range_stay_finite():
     assert torch.isfinite(torch.full((3,), big, device=DEV).cpu()).all()
     assert torch.isfinite(torch.where(m.to(DEV), big, x.to(DEV)).cpu()).all()
     assert torch.isinf((x.to(DEV) * 0 + float("-inf")).cpu()).all()  # a true infinity stays one
+    host = torch.tensor([big, -big, 1.0, float("inf"), float("-inf"), float("nan")])
+    up = host.to(DEV).cpu()  # a mask made on the host, uploaded
+    assert torch.isfinite(up[:3]).all() and up[0] < -3e38 and up[1] > 3e38
+    assert up[3] == float("inf") and up[4] == float("-inf") and up[5].isnan()
 
 
 # ----------------------------------------------------------------------------------------------- edge shapes

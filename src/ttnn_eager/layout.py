@@ -19,9 +19,10 @@ Storage (at upload, `storage_for`):
                      stored bfloat8_b TILE at upload; an embedding table among them is widened back to
                      bfloat16 once, at its first lookup
     float64, complex: refused (TypeError naming a dtype to use)
-    float constants  a finite constant beyond bfloat16's range (torch.finfo(torch.float32).min, the usual
-                     "masked" score) is stored as bfloat16's largest finite value, not rounded to infinity:
-                     a softmax over a row masked entirely with it then stays finite, as in float32 on the CPU
+    float constants  a finite constant or uploaded float32 value beyond bfloat16's range
+                     (torch.finfo(torch.float32).min, the usual "masked" score) is stored as bfloat16's largest
+                     finite value, not rounded to infinity: a softmax over a row masked entirely with it then
+                     stays finite, as in float32 on the CPU
 
 Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
     ANY         as it is
@@ -128,7 +129,20 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
         tt_dtype = api.BFLOAT8_B
     if value.numel() == 0:
         layout = api.ROW_MAJOR
+    elif value.dtype == torch.float32 and tt_dtype != api.FLOAT32:
+        value = _saturated(value)
     return api.upload(value, tt_dtype, layout, index, bounds=bounds)
+
+
+def _saturated(value: torch.Tensor) -> torch.Tensor:
+    """A float32 tensor stored as bfloat16: finite values beyond bfloat16's range (a mask made on the host
+    with torch.finfo(torch.float32).min) become its largest finite value, as constants do (finite_constant);
+    infinities stay infinite. One pass (aminmax) when every value is in range."""
+    lo, hi = torch.aminmax(value)
+    if lo >= -BFLOAT16_MAX and hi <= BFLOAT16_MAX:
+        return value
+    beyond = value.isfinite() & (value.abs() > BFLOAT16_MAX)
+    return torch.where(beyond, value.sign() * BFLOAT16_MAX, value) if beyond.any() else value
 
 
 def materialize(h: api.Handle) -> api.Handle:
