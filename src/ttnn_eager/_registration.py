@@ -8,6 +8,7 @@
       an AutogradPrivateUse1 kernel sends them to the backend whole when no input needs a gradient, and
       decomposes them (so autograd records their parts and gradients are right) when one does
     - AutocastPrivateUse1 falls through (torch.autocast("ttnn") runs ops as they are)
+    - torch.load(map_location="ttnn:N") keeps storages on the CPU (ttnn tensors have no storage; see tensor.py)
 """
 from __future__ import annotations
 
@@ -91,3 +92,18 @@ def register() -> None:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
     _libs.extend([fallback, kernels])
+    # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
+    # deserializer for the device would allocate a ttnn storage, which does not exist (the process dies).
+    # Storages stay on the CPU instead: a ttnn tensor is saved as its CPU value plus its device (tensor.py)
+    # and moved to the device when rebuilt.
+    torch.serialization.register_package(15, _no_tag, _keep_storage_on_cpu)
+
+
+def _no_tag(storage):
+    return None
+
+
+def _keep_storage_on_cpu(storage, location: str):
+    if location == BACKEND or location.startswith(BACKEND + ":"):
+        return storage
+    return None

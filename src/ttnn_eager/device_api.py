@@ -437,6 +437,9 @@ def download(h: Handle) -> torch.Tensor:
     return value.reshape(h.shape).to(h.dtype)
 
 
+_ONE = torch.Size([1])
+
+
 def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     """Call `ttnn.<op>(*args, **kwargs)` with Handles in place of ttnn tensors; returns Handle(s).
 
@@ -457,7 +460,10 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     dtype = out_dtype or first.dtype
     if not isinstance(out, (list, tuple)):
         value = shadow(op, args, kwargs, (out,))[0] if _shadowing else None
-        result = Handle(out, value, dtype, shape_of(out), first.index)
+        shape = shape_of(out)
+        if not first.shape and shape == _ONE:  # a 0-d tensor is [1] to some ttnn ops: its result stays 0-d
+            shape = first.shape
+        result = Handle(out, value, dtype, shape, first.index)
     else:
         values = shadow(op, args, kwargs, out) if _shadowing else [None] * len(out)
         result = [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]

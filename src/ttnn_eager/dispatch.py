@@ -197,6 +197,8 @@ def _dispatch(func, args, kwargs):
     if entry is None:
         return _unlowered(func, args, kwargs)
     counters.count_aten(func)
+    if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
+        return empty
     # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
     # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
     # (or any kwarg) hands this call over to _Call, which does the general work.
@@ -238,6 +240,72 @@ def _dispatch(func, args, kwargs):
     if entry.aliases:
         return _finish(entry, result, args, kwargs, hargs, hkwargs)
     return _wrap(result)
+
+
+# ----------------------------------------------------------------------------------------------- zero-size
+def _has_empty(args) -> bool:
+    for a in args:
+        if type(a) is TtnnTensor:
+            if 0 in a._handle.shape:
+                return True
+        elif type(a) in (list, tuple) and a and any(type(x) is TtnnTensor and 0 in x._handle.shape for x in a):
+            return True
+    return False
+
+
+# lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype
+_TAKES_EMPTY = (aten.cat.default, aten.new_empty.default, aten.new_empty_strided.default, aten.new_zeros.default,
+                aten.new_ones.default, aten.new_full.default, aten.empty_like.default, aten.zeros_like.default,
+                aten.ones_like.default, aten.full_like.default)
+_META, _CPU = torch.device("meta"), torch.device("cpu")
+
+
+def _on(device: torch.device, x):
+    """x as an argument of the op run on the meta device or the CPU instead of ttnn."""
+    if isinstance(x, torch.Tensor):
+        if device.type == "meta":
+            return torch.empty(x.shape, dtype=x.dtype, device=device)
+        return api.download(refresh(x._handle)) if isinstance(x, TtnnTensor) else x
+    return device if isinstance(x, torch.device) else x
+
+
+def _zero_size(entry, func, args, kwargs):
+    """A lowered op with a zero-size tensor argument never reaches ttnn (its kernels divide by the element
+    count: a zero-size tensor can kill the process). The result's shapes and dtypes come from running the op
+    on the meta device, and outputs with no elements are made without ttnn. A non-empty output computed from
+    empty inputs (sum of nothing, [3,0] @ [0,4], a bias alone), and PyTorch's error for bad arguments, come
+    from running the op on the CPU, where it costs nothing (the meta kernels' exception types may differ).
+    A write into no elements changes nothing. None: the lowering runs as usual (views, which keep their own
+    bookkeeping; copies between devices; cat, which skips empty parts)."""
+    writes = [_get(args, kwargs, where, name) for _, where, name, w in entry.aliases if w]
+    if writes and all(isinstance(t, TtnnTensor) and 0 in t._handle.shape for t in writes):
+        func(*tree_map(functools.partial(_on, _META), args))  # PyTorch's checks (shapes that do not broadcast)
+        return writes[0] if len(writes) == 1 else tuple(writes)
+    if entry.mixed_devices or func in _TAKES_EMPTY or any(not w for _, _, _, w in entry.aliases):
+        return None
+    index = _device_index(args, kwargs)
+    call = _Call(False)
+    tree_map(lambda x: call.arg(x, None) if isinstance(x, torch.Tensor) else x, (args, kwargs))  # same device?
+    try:
+        out = func(*tree_map(functools.partial(_on, _META), args), **tree_map(functools.partial(_on, _META), kwargs))
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        on_cpu = any(isinstance(o, torch.Tensor) and o.numel() for o in outs)
+    except Exception:  # noqa: BLE001
+        on_cpu = True
+    if on_cpu:
+        out = func(*tree_map(functools.partial(_on, _CPU), args), **tree_map(functools.partial(_on, _CPU), kwargs))
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+    aliases = {ri: (where, name) for ri, where, name, _ in entry.aliases}
+    results = []
+    for i, o in enumerate(outs):
+        if isinstance(o, torch.Tensor):
+            h = layout.to_device(torch.empty(o.shape, dtype=o.dtype) if o.is_meta else o, index)
+            if i in aliases:  # in-place / out=: the caller's tensor, written
+                o = write_into(_get(args, kwargs, *aliases[i]), h)
+            else:
+                o = TtnnTensor(h)
+        results.append(o)
+    return results[0] if not isinstance(out, (list, tuple)) else type(out)(results)
 
 
 def _unlowered(func, args, kwargs):

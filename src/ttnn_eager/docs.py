@@ -44,6 +44,8 @@ def ops_md() -> str:
                "(`torch._decomp`, allowlisted in `src/ttnn_eager/decompositions.py`) turns them into lowered "
                f"ops on the device. {len(decomposed)} overloads:\n\n")
     out.append("".join(f"- `{op}`\n" for op in decomposed))
+    from . import opinfo
+    out.append(opinfo.failures_md())
     return "".join(out)
 
 

@@ -21,6 +21,10 @@ Storage (at upload, `storage_for`):
                      stored bfloat8_b TILE at upload; an embedding table among them is widened back to
                      bfloat16 once, at its first lookup
     float64, complex: refused (TypeError naming a dtype to use)
+    float constants  a finite constant or uploaded float32 value beyond bfloat16's range
+                     (torch.finfo(torch.float32).min, the usual "masked" score) is stored as bfloat16's largest
+                     finite value, not rounded to infinity: a softmax over a row masked entirely with it then
+                     stays finite, as in float32 on the CPU
 
 Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
     ANY         as it is
@@ -147,6 +151,18 @@ def check_dtype(dtype: torch.dtype) -> None:
                     f"x.to({hint}) (supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8)")
 
 
+BFLOAT16_MAX = float(torch.finfo(torch.bfloat16).max)
+
+
+def finite_constant(value, tt_dtype=None):
+    """A Python float constant as a bfloat16 device tensor (tt_dtype None: the float storage) can hold it:
+    finite values beyond bfloat16's range saturate instead of becoming +-inf."""
+    if type(value) is float and abs(value) > BFLOAT16_MAX and value == value and abs(value) != float("inf") \
+            and (tt_dtype or float_device_dtype()) != api.FLOAT32:
+        return BFLOAT16_MAX if value > 0 else -BFLOAT16_MAX
+    return value
+
+
 def storage_for(dtype: torch.dtype, nonnegative: bool = False):
     """(device dtype, layout) for a tensor of torch dtype `dtype`."""
     check_dtype(dtype)
@@ -187,7 +203,20 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
         tt_dtype = api.BFLOAT8_B
     if value.numel() == 0 or is_kernel_weight(value):
         layout = api.ROW_MAJOR
+    elif value.dtype == torch.float32 and tt_dtype != api.FLOAT32:
+        value = _saturated(value)
     return api.upload(value, tt_dtype, layout, index, bounds=bounds)
+
+
+def _saturated(value: torch.Tensor) -> torch.Tensor:
+    """A float32 tensor stored as bfloat16: finite values beyond bfloat16's range (a mask made on the host
+    with torch.finfo(torch.float32).min) become its largest finite value, as constants do (finite_constant);
+    infinities stay infinite. One pass (aminmax) when every value is in range."""
+    lo, hi = torch.aminmax(value)
+    if lo >= -BFLOAT16_MAX and hi <= BFLOAT16_MAX:
+        return value
+    beyond = value.isfinite() & (value.abs() > BFLOAT16_MAX)
+    return torch.where(beyond, value.sign() * BFLOAT16_MAX, value) if beyond.any() else value
 
 
 def materialize(h: api.Handle) -> api.Handle:
@@ -252,6 +281,11 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
         h.tt, h.shadow = new.tt, new.shadow
     _relayout(h, need.layout)
     return h
+
+
+def like(h: api.Handle, other: api.Handle) -> api.Handle:
+    """h (TILE) in other's device dtype (a new handle when it differs), e.g. a bool condition for an integer op."""
+    return _typecast(ensure(h, TILE), other.tt_dtype)
 
 
 def to_float32(h: api.Handle) -> api.Handle:

@@ -87,7 +87,7 @@ def get() -> Runtime:
             _runtime = Runtime(mode, _DESCRIPTORS[mode][1])
         # ttnn logs at INFO/DEBUG by default; keep the user's terminal quiet unless asked otherwise, and
         # write tt-metal's generated/ files (watcher kernel lists, ...) to our cache, not the working directory.
-        os.environ.setdefault("TT_LOGGER_LEVEL", "error")
+        os.environ.setdefault("TT_LOGGER_LEVEL", "off")
         os.environ.setdefault("TT_METAL_LOGS_PATH", os.path.join(cache_dir(), "logs"))
         os.environ.setdefault("LOGURU_LEVEL", "WARNING")
     return _runtime

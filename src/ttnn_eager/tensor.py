@@ -62,13 +62,32 @@ class TtnnTensor(torch.Tensor):
     def __tensor_unflatten__(inner_tensors, handle, outer_size, outer_stride):
         return TtnnTensor(handle)
 
+    def __deepcopy__(self, memo):
+        # PyTorch's Tensor.__deepcopy__ would deep-copy `_handle` (a ttnn tensor cannot be copied that way):
+        # a clone shares the device tensor copy-on-write, and the rest of __dict__ (a Parameter's marker) is copied
+        import copy
+        new = memo.get(id(self))
+        if new is None:
+            if not self.is_leaf:
+                raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                                   "deepcopy protocol at the moment.")
+            with torch.no_grad():
+                new = self.clone()
+            new.requires_grad_(self.requires_grad)
+            memo[id(self)] = new
+            for k, v in self.__dict__.items():
+                if k != "_handle":
+                    setattr(new, k, copy.deepcopy(v, memo))
+            if self.grad is not None:
+                new.grad = copy.deepcopy(self.grad, memo)
+        return new
+
     def __reduce_ex__(self, protocol):
-        # pickling / torch.save / copy.deepcopy: through the CPU, back on this device when loaded
-        return _rebuild, (self.detach().cpu(), self.device, self.requires_grad)
-
-
-def _rebuild(cpu_value, device, requires_grad):
-    return cpu_value.to(device).requires_grad_(requires_grad)
+        # pickling / torch.save / copy.deepcopy: the value through the CPU, rebuilt on this device (or on
+        # torch.load's map_location) by PyTorch's own rebuild function for devices without storage -- one
+        # that torch.load's weights_only unpickler (PyTorch's default) allows
+        return torch._utils._rebuild_device_tensor_from_cpu_tensor, (
+            self.detach().cpu(), self.dtype, str(self.device), self.requires_grad)
 
 
 _NO_KWARGS: dict = {}  # never written: dispatch only reads kwargs

@@ -83,5 +83,8 @@ def contiguous_shape(shape, numel: int) -> tuple:
     for s in shape:
         if s != -1:
             known *= s
-    shape[shape.index(-1)] = numel // known if known else 0
+    if not known:
+        raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} because the unspecified "
+                           "dimension size -1 can be any value and is ambiguous")
+    shape[shape.index(-1)] = numel // known
     return tuple(shape)

@@ -17,8 +17,12 @@ from ._common import check_broadcast, is_handle, promote_scalar, result_dtype
 aten = torch.ops.aten
 
 
-def _scalar(v):
-    return float(v) if isinstance(v, (bool, float)) else v
+def _scalar(v, like=None):
+    """A Python scalar operand of a ttnn op computing in `like`'s device dtype (a handle, or None: the
+    float storage): bools become floats, float constants stay finite (layout.finite_constant)."""
+    if isinstance(v, (bool, float)):
+        return policy.finite_constant(float(v), like.tt_dtype if like is not None and like.tt is not None else None)
+    return v
 
 
 def _fit(out_dtype: torch.dtype, op: str, a, b):
@@ -53,11 +57,11 @@ def binary(op: str, a, b, out_dtype: torch.dtype):
         if is_handle(b):
             check_broadcast(a.shape, b.shape)
             return api.run(op, a, b, out_dtype=out_dtype, **kwargs)
-        return api.run(op, a, _scalar(b), out_dtype=out_dtype, **kwargs)
+        return api.run(op, a, _scalar(b, a), out_dtype=out_dtype, **kwargs)
     reversed_op = _REVERSED.get(op)
     if reversed_op is None:
         raise NotImplementedError(f"{op} with a scalar first operand")
-    return api.run(reversed_op, b, _scalar(a), out_dtype=out_dtype, **kwargs)
+    return api.run(reversed_op, b, _scalar(a, b), out_dtype=out_dtype, **kwargs)
 
 
 def _scaled(b, alpha):
@@ -104,15 +108,14 @@ def div(a, b, *, rounding_mode=None):
 
 
 def _unary(name: str, ttnn_op: str, *ops, notes: str = ""):
-    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes)
+    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes or "integer/bool inputs give float32, as PyTorch")
     def lower(x):
-        return api.run(ttnn_op, x)
+        return api.run(ttnn_op, x, out_dtype=x.dtype if x.dtype.is_floating_point else torch.get_default_dtype())
     lower.__name__ = lower.__qualname__ = name
     return lower
 
 
 tanh = _unary("tanh", "tanh", aten.tanh.default)
-relu = _unary("relu", "relu", aten.relu.default)
 sigmoid = _unary("sigmoid", "sigmoid", aten.sigmoid.default)
 exp = _unary("exp", "exp", aten.exp.default)
 log = _unary("log", "log", aten.log.default)
@@ -121,6 +124,15 @@ rsqrt = _unary("rsqrt", "rsqrt", aten.rsqrt.default)
 erf = _unary("erf", "erf", aten.erf.default)
 silu = _unary("silu", "silu", aten.silu.default)
 reciprocal = _unary("reciprocal", "reciprocal", aten.reciprocal.default)
+
+
+@lowering(aten.relu.default, ttnn=["relu", "clamp"], needs=TILE, notes="integers: clamp at 0 in int32")
+def relu(x):
+    if x.dtype == torch.bool:
+        raise NotImplementedError("Boolean inputs not supported for relu")
+    if x.dtype.is_floating_point:
+        return api.run("relu", x)
+    return clamp(x, min=0)
 
 
 @lowering(aten.neg.default, ttnn=["neg"], needs=SIGNED)
@@ -140,11 +152,23 @@ def gelu(x, *, approximate="none"):
     return api.run("gelu", x)
 
 
-@lowering(aten.pow.Tensor_Scalar, ttnn=["pow"], needs=TILE_FLOAT)
+@lowering(aten.pow.Tensor_Scalar, ttnn=["pow", "square", "multiply"], needs=TILE,
+          notes="integer tensors to integer powers: exact while results fit float32's 24-bit mantissa")
 def pow_(x, exponent):
+    dtype = promote_scalar(x.dtype, exponent)
+    if not dtype.is_floating_point:  # an integer power of an integer tensor
+        if exponent < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if exponent == 2:
+            x = policy.signed(x) if x.dtype != torch.bool else policy.retag(x, dtype)
+            return api.run("multiply", x, x, out_dtype=dtype)
+        from .factory import cast
+        out = api.run("pow", policy.to_float32(x), float(exponent), out_dtype=torch.float32)
+        return cast(api.run("round", out), dtype)
+    x = policy.ensure(x, TILE_FLOAT)
     if exponent == 2:
-        return api.run("square", x)
-    return api.run("pow", x, _scalar(exponent))
+        return api.run("square", x, out_dtype=dtype)
+    return api.run("pow", x, _scalar(exponent, x), out_dtype=dtype)
 
 
 @lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE,
@@ -155,8 +179,8 @@ def clamp(x, min=None, max=None):
         if bound is not None:
             dtype = promote_scalar(dtype, bound)
     x = policy.ensure(x, TILE_FLOAT) if dtype.is_floating_point else policy.signed(x)
-    return api.run("clamp", x, min=_scalar(min) if min is not None else None,
-                   max=_scalar(max) if max is not None else None, out_dtype=dtype)
+    return api.run("clamp", x, min=_scalar(min, x) if min is not None else None,
+                   max=_scalar(max, x) if max is not None else None, out_dtype=dtype)
 
 
 @lowering(aten.clamp_min.default, ttnn=["clamp"], needs=TILE)
@@ -186,6 +210,14 @@ lt = _compare("lt", "lt", aten.lt.Tensor, aten.lt.Scalar)
 le = _compare("le", "le", aten.le.Tensor, aten.le.Scalar)
 
 
+_C_NAMES = {torch.float32: "Float", torch.bfloat16: "BFloat16", torch.float16: "Half"}
+
+
+def _not_for_floats(name: str, dtype: torch.dtype) -> NotImplementedError:
+    """PyTorch's error for a bitwise op on a floating tensor."""
+    return NotImplementedError(f'"{name}_cpu" not implemented for \'{_C_NAMES.get(dtype, dtype)}\'')
+
+
 def _bool_or_int(name: str, logical: str, bitwise: str, *ops):
     @lowering(*ops, ttnn=[logical, bitwise], needs=PROMOTE, notes="bool: logical op on 0/1; integers: bitwise")
     def lower(a, b):
@@ -195,39 +227,80 @@ def _bool_or_int(name: str, logical: str, bitwise: str, *ops):
             return full_handle(a.shape, bool(b), torch.bool, a.index) if absorbing else a
         if a.dtype == torch.bool and b.dtype == torch.bool:
             return binary(logical, a, b, torch.bool)
-        return api.run(bitwise, a, b if is_handle(b) else int(b), out_dtype=result_dtype(a, b))
+        dtype = result_dtype(a, b)
+        if dtype.is_floating_point:
+            raise _not_for_floats(name, dtype)
+        return api.run(bitwise, a, b if is_handle(b) else int(b), out_dtype=dtype)
     lower.__name__ = lower.__qualname__ = name
     return lower
 
 
 bitwise_and = _bool_or_int("bitwise_and", "logical_and", "bitwise_and", aten.bitwise_and.Tensor,
-                           aten.bitwise_and.Scalar, aten.logical_and.default)
+                           aten.bitwise_and.Scalar)
 bitwise_or = _bool_or_int("bitwise_or", "logical_or", "bitwise_or", aten.bitwise_or.Tensor,
-                          aten.bitwise_or.Scalar, aten.logical_or.default)
+                          aten.bitwise_or.Scalar)
 
 
-@lowering(aten.bitwise_not.default, aten.logical_not.default, ttnn=["logical_not", "bitwise_not"], needs=TILE)
+def _logical(name: str, ttnn_op: str, op):
+    @lowering(op, ttnn=["ne", ttnn_op], needs=PROMOTE, notes="any dtype: x != 0, then the logical op on 0/1")
+    def lower(a, b):
+        from .factory import cast, full_handle
+        if not is_handle(b):  # a CPU 0-d tensor: a, or a constant
+            absorbing = bool(b) if ttnn_op == "logical_or" else not bool(b)
+            return full_handle(a.shape, bool(b), torch.bool, a.index) if absorbing else cast(a, torch.bool)
+        check_broadcast(a.shape, b.shape)
+        return binary(ttnn_op, cast(a, torch.bool), cast(b, torch.bool), torch.bool)
+    lower.__name__ = lower.__qualname__ = name
+    return lower
+
+
+logical_and = _logical("logical_and", "logical_and", aten.logical_and.default)
+logical_or = _logical("logical_or", "logical_or", aten.logical_or.default)
+
+
+@lowering(aten.bitwise_not.default, ttnn=["logical_not", "bitwise_not"], needs=TILE,
+          notes="bool: logical not; integers: bitwise; floating: PyTorch's error")
 def bitwise_not(x):
     if x.dtype == torch.bool:
         return api.run("logical_not", x)
+    if x.dtype.is_floating_point:
+        raise _not_for_floats("bitwise_not", x.dtype)
     return api.run("bitwise_not", x)
 
 
+@lowering(aten.logical_not.default, ttnn=["logical_not", "eq"], needs=TILE, notes="any dtype: x == 0")
+def logical_not(x):
+    if x.dtype == torch.bool:
+        return api.run("logical_not", x)
+    return binary("eq", x, 0, torch.bool)
+
+
 # ----------------------------------------------------------------------------------------------- selection
+def _condition(condition, like):
+    """ttnn.where takes no mixed dtypes: the condition (bool tensors are bfloat16 0/1 on the device) in the
+    values' device dtype when they are integers or float32, converted exactly."""
+    if like is None or like.tt_dtype in (api.BFLOAT16, api.BFLOAT8_B) or condition.tt_dtype == like.tt_dtype:
+        return condition
+    return policy.like(condition, like)
+
+
 @lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar, ttnn=["where"],
-          needs={"condition": TILE, "*": PROMOTE})
+          needs={"condition": TILE, "*": PROMOTE}, notes="integer operands: the condition in their device dtype")
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
     a, b = _fit(dtype, "where", a, b)
     if not dtype.is_floating_point and dtype != torch.bool:
-        # TT-NN's where takes no mixed dtypes: integer values (int32) with an int32 0/1 condition
-        a, b = _as(a, SIGNED), _as(b, SIGNED)
-        condition = policy.retag(condition, torch.int32)
-    return api.run("where", condition, _scalar(a) if not is_handle(a) else a,
-                   _scalar(b) if not is_handle(b) else b, out_dtype=dtype)
+        a, b = _as(a, SIGNED), _as(b, SIGNED)  # integer values in int32 (and so the condition)
+    like = a if is_handle(a) else b if is_handle(b) else None
+    condition = _condition(condition, like)
+    return api.run("where", condition, _scalar(a, like) if not is_handle(a) else a,
+                   _scalar(b, like) if not is_handle(b) else b, out_dtype=dtype)
 
 
 @lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor, ttnn=["where"], needs={"mask": TILE, "*": PROMOTE})
 def masked_fill(x, mask, value):
     x, value = _fit(x.dtype, "where", x, value)
-    return api.run("where", mask, _scalar(value) if not is_handle(value) else value, x, out_dtype=x.dtype)
+    if is_handle(value) and value.tt_dtype != x.tt_dtype:
+        value = policy.like(value, x)
+    mask = _condition(mask, x)
+    return api.run("where", mask, _scalar(value, x) if not is_handle(value) else value, x, out_dtype=x.dtype)

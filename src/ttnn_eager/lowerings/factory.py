@@ -30,6 +30,8 @@ def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
     if dtype == torch.bool:
         value = float(bool(value))
+    elif isinstance(value, float):
+        value = policy.finite_constant(value, tt_dtype)
     out = api.create("full", (shape,), tt_dtype, tt_layout, index, dtype, fill_value=value)
     if not dtype.is_floating_point:
         out.bounds = (int(value), int(value), True)  # a known constant
@@ -108,6 +110,8 @@ def new_empty(x, size, *args, dtype=None, layout=None, device=None, pin_memory=N
 
 @lowering(aten.scalar_tensor.default, ttnn=["from_torch"])
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if isinstance(s, float) and (dtype is None or dtype.is_floating_point):
+        s = policy.finite_constant(s, policy.storage_for(dtype or torch.get_default_dtype())[0])
     return policy.to_device(torch.scalar_tensor(s, dtype=dtype), index_of(device))
 
 
@@ -173,6 +177,8 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     if h.dtype == dtype:
         return h
     policy.check_dtype(dtype)
+    if 0 in h.shape:  # no elements: nothing to convert (ttnn's typecast cannot take a zero-size tensor)
+        return policy.to_device(torch.empty(h.shape, dtype=dtype), h.index)
     if dtype == torch.bool:
         out = api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
         out.bounds = _nonzero_bounds(h.bounds)

@@ -21,9 +21,15 @@ from .views import expand, reshape
 aten = torch.ops.aten
 
 
-@lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": INDEX})
+@lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": INDEX},
+          notes="0-d and 1-D tensors gathered as one row")
 def gather(x, d, index, *, sparse_grad=False):
-    return api.run("gather", x, dim(d, len(x.shape)), index=index, out_dtype=x.dtype)
+    d = dim(d, len(x.shape))
+    if len(x.shape) <= 1 and len(index.shape) <= 1:  # ttnn.gather needs a rank it can bring to 4-D: one row
+        row = api.run("gather", reshape(x, (1, x.shape.numel())), 1,
+                      index=reshape(index, (1, index.shape.numel())), out_dtype=x.dtype)
+        return reshape(row, index.shape)
+    return api.run("gather", x, d, index=index, out_dtype=x.dtype)
 
 
 def _wrapped(i: api.Handle, size: int) -> api.Handle:

@@ -6,13 +6,16 @@ view + bmm) and those ops are lowered here too.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import device_api as api
 from .. import layout as policy
 from ..layout import TILE
 from ..registry import lowering
-from .views import reshape
+from ._common import check_broadcast
+from .views import expand, reshape
 
 aten = torch.ops.aten
 
@@ -22,7 +25,40 @@ def _vector_as_matrix(x, front: bool):
     return reshape(x, (1, x.shape[0]) if front else (x.shape[0], 1))
 
 
+def _broadcast_batch(a, b, transpose_b: bool):
+    """PyTorch broadcasts matmul's batch dimensions; ttnn.matmul takes equal batch dimensions, or a second
+    operand with no batch (rank 2). Anything else is expanded here to the broadcast batch shape."""
+    ba, bb = tuple(a.shape[:-2]), tuple(b.shape[:-2])
+    if ba == bb or not bb:
+        return a, b
+    if math.prod(bb) == 1 and len(bb) <= len(ba):  # the result's batch is a's: b as a plain matrix
+        return a, reshape(b, b.shape[-2:])
+    batch = list(torch.broadcast_shapes(ba, bb))
+    return expand(a, batch + list(a.shape[-2:])), expand(b, batch + list(b.shape[-2:]))
+
+
+def _as_float32(h):
+    out = policy.to_float32(h)
+    out.dtype = torch.float32
+    return out
+
+
+def _fusable_bias(bias, n: int) -> bool:
+    """ttnn.linear adds a bias of one row of n features; another bias (a matrix, one value) is added after."""
+    return bias.shape.numel() == n and (not bias.shape or bias.shape[-1] == n)
+
+
 def matmul_handles(a, b, transpose_b: bool = False, bias=None):
+    if not a.shape or not b.shape:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(a.shape)}D and "
+                           f"{len(b.shape)}D")
+    int_dtype = None
+    if not a.dtype.is_floating_point or not b.dtype.is_floating_point:
+        if a.dtype != b.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+        # ttnn.matmul takes floating tensors: integers are multiplied in float32 (exact below 2**24)
+        int_dtype, a, b = a.dtype, _as_float32(a), _as_float32(b)
+        bias = _as_float32(bias) if bias is not None else None
     squeeze_front = squeeze_back = False
     if len(a.shape) == 1:
         a, squeeze_front = _vector_as_matrix(a, True), True
@@ -33,10 +69,21 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and "
                            f"{'x'.join(map(str, b.shape))})")
     ckc = policy.compute_config("matmul", a.index)
+    a, b = _broadcast_batch(a, b, transpose_b)
+    n = b.shape[-2 if transpose_b else -1]
+    late_bias = None
+    if bias is not None and not _fusable_bias(bias, n):
+        check_broadcast(tuple(a.shape[:-1]) + (n,), tuple(bias.shape))
+        bias, late_bias = None, bias
     if bias is None and not transpose_b:
         out = api.run("matmul", a, b, compute_kernel_config=ckc)
     else:
         out = api.run("linear", a, b, bias=bias, transpose_b=transpose_b, compute_kernel_config=ckc)
+    if late_bias is not None:
+        out = api.run("add", out, late_bias)
+    if int_dtype is not None:
+        from .factory import cast
+        out = cast(out, int_dtype)
     if squeeze_front or squeeze_back:
         shape = list(out.shape)
         if squeeze_back:
@@ -60,6 +107,23 @@ def addmm(bias, a, b, *, beta=1, alpha=1):
     return matmul_handles(a, b, bias=bias)
 
 
-@lowering(aten.mm.default, aten.bmm.default, aten.matmul.default, ttnn=["matmul"], needs=TILE)
+@lowering(aten.mm.default, ttnn=["matmul"], needs=TILE)
 def mm(a, b):
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise RuntimeError(f"{'self' if len(a.shape) != 2 else 'mat2'} must be a matrix")
+    return matmul_handles(a, b)
+
+
+@lowering(aten.bmm.default, ttnn=["matmul"], needs=TILE)
+def bmm(a, b):
+    if len(a.shape) != 3 or len(b.shape) != 3:
+        raise RuntimeError(f"{'batch1' if len(a.shape) != 3 else 'batch2'} must be a 3D tensor")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError("batch1 and batch2 must have same number of batches, got "
+                           f"{a.shape[0]} and {b.shape[0]}")
+    return matmul_handles(a, b)
+
+
+@lowering(aten.matmul.default, ttnn=["matmul"], needs=TILE, notes="batch dimensions broadcast as in PyTorch")
+def matmul(a, b):
     return matmul_handles(a, b)

@@ -28,6 +28,9 @@ def _flatten_norm_dims(x, weight, bias, normalized_shape):
 
 
 def _check_shape(x, normalized_shape):
+    if not len(normalized_shape):
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                           f"element, but got normalized_shape = {list(normalized_shape)}")
     if tuple(x.shape[len(x.shape) - len(normalized_shape):]) != tuple(normalized_shape):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(x.shape)}")

@@ -11,13 +11,14 @@ from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
 from ._common import dim
-from .views import reshape
+from .views import reshape, share
 
 aten = torch.ops.aten
 
 
 def _dims(x, d):
-    if d is None or d == []:
+    """The reduced dimensions, non-negative; None for all of them (dim None or an empty list, as PyTorch)."""
+    if d is None or not isinstance(d, int) and len(d) == 0:
         return None
     ds = [d] if isinstance(d, int) else list(d)
     return [dim(i, len(x.shape)) for i in ds]
@@ -25,6 +26,8 @@ def _dims(x, d):
 
 def _reduce(op: str, x, d, keepdim, out_dtype=None):
     dims = _dims(x, d)
+    if not x.shape:  # a 0-d tensor: its reduction is its value
+        return policy.retag(share(x), out_dtype or x.dtype)
     ckc = policy.compute_config("reduce", x.index)
     if dims is None:
         out = api.run(op, x, out_dtype=out_dtype, compute_kernel_config=ckc)

@@ -204,17 +204,29 @@ def select(x, d, index):
     return reshape(part, shape)
 
 
-@lowering(aten.cat.default, ttnn=["concat"], needs=PROMOTE, notes="empty inputs are skipped, as in PyTorch")
+@lowering(aten.cat.default, ttnn=["concat"], needs=PROMOTE,
+          notes="zero-size inputs are skipped (shapes and errors checked as PyTorch does, on the meta device)")
 def cat(tensors, d=0):
-    parts = [t for t in tensors if t.shape.numel() or len(t.shape) > 1]
-    d = dim(d, len(parts[0].shape))
+    for i, t in enumerate(tensors):
+        if not t.shape:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    meta = aten.cat.default([torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors], d)
+    parts = [t for t in tensors if t.shape.numel()]
+    if not parts:
+        return policy.to_device(torch.empty(meta.shape, dtype=meta.dtype), tensors[0].index)
     if len(parts) == 1:
-        return share(parts[0])
-    return api.run("concat", parts, dim=d)
+        return policy.retag(share(parts[0]), meta.dtype)
+    return api.run("concat", parts, dim=dim(d, len(meta.shape)), out_dtype=meta.dtype)
 
 
 @lowering(aten.stack.default, ttnn=["reshape", "concat"], needs=PROMOTE)
 def stack(tensors, d=0):
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != tuple(tensors[0].shape):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                               f"entry 0 and {list(t.shape)} at entry {i}")
     d = dim(d, len(tensors[0].shape) + 1)
     return cat([unsqueeze(t, d) for t in tensors], d)
 
