@@ -138,7 +138,7 @@ def _scan(op_db, REGISTRY) -> list:
 
 
 _FAMILY_ORDER = ("matmul", "normalization", "reduction", "indexing", "embedding", "attention", "elementwise",
-                 "factory", "views")  # an OpInfo reaching several families counts in the first
+                 "factory", "views")  # an OpInfo reaching several families counts in the first (others: by name)
 
 
 def _choose(op, REGISTRY, chosen: list) -> None:
@@ -153,7 +153,8 @@ def _choose(op, REGISTRY, chosen: list) -> None:
     own = [o for o in own if o in REGISTRY]
     if ops and (all(o in REGISTRY for o in ops) or own):
         families = {REGISTRY[o].fn.__module__.rsplit(".", 1)[-1] for o in [*ops, *own] if o in REGISTRY}
-        chosen.append((op, next(f for f in _FAMILY_ORDER if f in families)))
+        ranked = [f for f in _FAMILY_ORDER if f in families] + sorted(families - set(_FAMILY_ORDER))
+        chosen.append((op, ranked[0]))
 
 
 # ----------------------------------------------------------------------------------------------- one sample
