@@ -41,7 +41,6 @@ COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 REFUSED = "ttnn devices do not support"
 UNDEFINED_VALUES = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_permuted", "empty_strided"}
 CPU_ARGS = {"tensor_split"}  # tensor arguments PyTorch requires on the CPU (indices_or_sections)
-VIEW_WRITES = "writes through views: issue 11 item 1 (lead)"
 
 INT32 = ("int64 values beyond int32 (the sample's extremes): the device's integers are 32-bit, refused at "
          "upload with a RuntimeError (layout.py)")
@@ -55,12 +54,6 @@ EXPECTED_FAILURES: dict = {
     ("masked.amax", "int64", 3): MASKED_IDENTITY,
     ("masked.amin", "int64", 1): MASKED_IDENTITY,
     ("masked.amin", "int64", 3): MASKED_IDENTITY,
-    ("nn.functional.pad.circular", "float32", 2): VIEW_WRITES,
-    ("nn.functional.pad.circular", "float32", 3): VIEW_WRITES,
-    ("nn.functional.pad.circular", "int64", 2): VIEW_WRITES,
-    ("nn.functional.pad.circular", "int64", 3): VIEW_WRITES,
-    ("nn.functional.pad.circular", "bool", 0): VIEW_WRITES,
-    ("nn.functional.pad.circular", "bool", 1): VIEW_WRITES,
 }
 
 

@@ -15,6 +15,7 @@ from ..layout import PROMOTE, TILE_FLOAT
 from ..registry import Unfit, lowering
 from ._common import dim, result_dtype
 from .elementwise import binary
+from .elementwise import _unary
 from .views import reshape, slice_handle
 
 aten = torch.ops.aten
@@ -98,14 +99,8 @@ def sign(x):
     return api.run("sign", x)
 
 
-@lowering(aten.log1p.default, ttnn=["log1p"], needs=TILE_FLOAT)
-def log1p(x):
-    return api.run("log1p", x)
-
-
-@lowering(aten.expm1.default, ttnn=["expm1"], needs=TILE_FLOAT)
-def expm1(x):
-    return api.run("expm1", x)
+log1p = _unary("log1p", "log1p", aten.log1p.default)
+expm1 = _unary("expm1", "expm1", aten.expm1.default)
 
 
 @lowering(aten.maximum.default, ttnn=["maximum"], needs=PROMOTE)

@@ -78,6 +78,10 @@ def index(x, indices):
     if k == 0 or k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices) \
             or not x.dtype.is_floating_point and x.dtype != torch.bool:
         raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
+    if not x.shape.numel() or any(not i.shape.numel() for i in indices):  # no elements: nothing for ttnn
+        meta = aten.index.Tensor(torch.empty(x.shape, device="meta"),
+                                 [torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices])
+        return policy.to_device(torch.empty(meta.shape, dtype=x.dtype), x.index)
     flat, shape = flat_rows(x, indices)
     rest = list(x.shape[k:])
     flat = reshape(flat, (1, math.prod(shape)))

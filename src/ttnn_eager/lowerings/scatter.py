@@ -169,6 +169,8 @@ def index_put(x, indices, values, accumulate=False):
             raise Unfit("a bool mask beside other indices")
         return _put_mask(x, indices[0], values, accumulate)
     tensors, order, p = _indexed_first(x, indices)
+    if not x.shape.numel() or any(not i.shape.numel() for i in tensors):  # no element is written
+        return x
     if order is None:
         return _put_rows(x, tensors, values, accumulate)
     # x[:, ..., i] = v: the indexed dimensions first, the values' likewise, and back
