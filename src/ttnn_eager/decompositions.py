@@ -18,6 +18,25 @@ aten = torch.ops.aten
 ALLOWLIST = [
     aten.leaky_relu,
     aten.hardtanh,
+    # backward ops of lowered forward ops (training: docs/training.md)
+    aten.tanh_backward,
+    aten.sigmoid_backward,
+    aten.gelu_backward,
+    aten.silu_backward,
+    aten.threshold_backward,
+    aten._softmax_backward_data,
+    aten._log_softmax_backward_data,
+    aten.native_layer_norm_backward,
+    aten.native_dropout_backward,
+    # losses
+    aten._log_softmax,
+    aten.mse_loss,
+    aten.mse_loss_backward,
+    aten.binary_cross_entropy_with_logits,
+    # optimizer updates
+    aten.lerp,
+    aten.addcmul,
+    aten.addcdiv,
 ]
 
 

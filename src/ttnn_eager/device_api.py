@@ -280,6 +280,13 @@ def _linear_ref(a, b, transpose_a=False, transpose_b=False, *, bias=None, activa
     return out
 
 
+def _rand_ref(shape, dtype=None, low=0.0, high=1.0, seed=0, **_):
+    # ttnn.rand on a card uses its own generator; the mock's stand-in is a torch generator under the same
+    # seed: the same seed gives the same values (reproducible), not the card's bits
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.rand(tuple(shape), generator=g) * (high - low) + low
+
+
 # References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
 # float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
 REFERENCES = {
@@ -288,6 +295,7 @@ REFERENCES = {
     "tilize": _to_layout_ref,
     "untilize": _to_layout_ref,
     "linear": _linear_ref,
+    "rand": _rand_ref,
 }
 
 

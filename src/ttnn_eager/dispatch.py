@@ -254,7 +254,8 @@ def _unlowered(func, args, kwargs):
 # ----------------------------------------------------------------------------------------------- in-place, out=
 @functools.lru_cache(maxsize=None)
 def _functional_of(func):
-    """For `add_.Tensor` / `add.out`: the registered functional overload (`add.Tensor`), else None."""
+    """For `add_.Tensor` / `add.out`: the functional overload (`add.Tensor`) when it is lowered or its
+    decomposition is allowlisted (`lerp_.Scalar` -> `lerp.Scalar`), else None."""
     schema = func._schema
     name = schema.name.split("::")[1]
     packet = None
@@ -269,7 +270,7 @@ def _functional_of(func):
         return None
     for ovl in candidates:
         op = getattr(packet, ovl, None)
-        if op is not None and op in REGISTRY:
+        if op is not None and (op in REGISTRY or decompositions.get(op) is not None):
             return op
     return None
 
@@ -281,8 +282,13 @@ def _run_derived(func, functional, args, kwargs):
         result = dispatch(functional, args, fkwargs)
         targets = [kwargs[n] for n in out_names]
     else:
-        result = dispatch(functional, args, fkwargs)
-        targets = [args[0]]
+        target = args[0]
+        if not isinstance(target, TtnnTensor) or not target.requires_grad:
+            result = dispatch(functional, args, fkwargs)
+        else:  # an in-place write into a leaf that requires grad: an optimizer update (precision: layout.py)
+            layout.train_storage(target._handle)
+            result = dispatch(functional, args, fkwargs)
+        targets = [target]
     results = result if isinstance(result, (list, tuple)) else [result]
     for t, r in zip(targets, results):
         if not isinstance(t, TtnnTensor):

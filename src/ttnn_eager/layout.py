@@ -20,6 +20,21 @@ Storage (at upload, `storage_for`):
                      bfloat16 once, at its first lookup
     float64, complex: refused (TypeError naming a dtype to use)
 
+Training (configure(train_dtype=...), docs/training.md). bfloat16 has an 8-bit mantissa: an update smaller
+than ~2^-8 of a weight (lr * grad, a momentum's (1 - beta) * g) rounds away, and Adam's second moment would
+never decay (v * 0.999 == v in bfloat16). So with train_dtype="float32" (the default):
+    trainable parameters   a float32 tensor that requires grad and is written in place (an optimizer update:
+                           PyTorch allows in-place writes into such leaves only under no_grad) is widened to
+                           float32 storage first, exactly, and stays float32; the update is then computed in
+                           float32 (PROMOTE meets a float32 operand). Until its first update a parameter keeps
+                           its upload storage, so inference (model.to("ttnn:0") with no optimizer) is unchanged
+    optimizer states       tensors made like a trainable parameter (zeros_like / ones_like / full_like /
+                           empty_like: Adam's exp_avg and exp_avg_sq, SGD's momentum buffer made from it) are
+                           float32
+    gradients              as the backward computes them: bfloat16 storage of a float32 tensor (the backward
+                           is bfloat16 matmuls); the states and parameters they update are float32
+train_dtype="bfloat16" keeps everything bfloat16 (half the memory; small updates are lost).
+
 Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
     ANY         as it is
     TILE        TILE layout, dtype kept
@@ -27,7 +42,8 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     PROMOTE     TILE layout; all PROMOTE arguments of one call share a device dtype (floating if any is)
     SIGNED      TILE layout; uint32 converted to int32 (ops that may produce negative values)
     INDEX       uint32, any layout (embedding and gather indices)
-    TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once)
+    TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once; a float32 table -- a trained
+                one -- is copied to bfloat16 at each lookup)
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change that may lose information
 gives a new handle. Each conversion is counted in `layout_conversions`.
@@ -35,6 +51,7 @@ gives a new handle. Each conversion is counted in `layout_conversions`.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import torch
 
@@ -103,6 +120,34 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
             and min(value.shape) >= api.TILE_SIZE)
 
 
+_TRAINABLE = weakref.WeakSet()  # handles of parameters that require grad (uploaded, or written in place)
+
+
+def is_trainable(value: torch.Tensor) -> bool:
+    return isinstance(value, torch.nn.Parameter) and value.requires_grad and value.dtype == torch.float32
+
+
+def train_storage(h: api.Handle) -> api.Handle:
+    """A trainable parameter about to be updated in place: widened to float32 storage (exact, in place) under
+    train_dtype="float32", so that the update is computed and kept in float32."""
+    _TRAINABLE.add(h)
+    if config.settings["train_dtype"] == "float32" and h.tt is not None and h.tt_dtype != api.FLOAT32 \
+            and h.dtype == torch.float32:
+        _relayout(h, api.TILE)
+        new = _typecast(h, api.FLOAT32)
+        h.tt, h.shadow = new.tt, new.shadow
+    return h
+
+
+def storage_like(h: api.Handle, dtype: torch.dtype, nonnegative: bool = False):
+    """(device dtype, layout) of a tensor of `dtype` made like h (zeros_like, ...): float32 for float32
+    tensors made like a trainable parameter (optimizer states) under train_dtype="float32", else
+    storage_for(dtype)."""
+    if dtype == torch.float32 and h in _TRAINABLE and config.settings["train_dtype"] == "float32":
+        return api.FLOAT32, api.TILE
+    return storage_for(dtype, nonnegative)
+
+
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
     bounds = None
@@ -113,7 +158,10 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
         tt_dtype = api.BFLOAT8_B
     if value.numel() == 0:
         layout = api.ROW_MAJOR
-    return api.upload(value, tt_dtype, layout, index, bounds=bounds)
+    h = api.upload(value, tt_dtype, layout, index, bounds=bounds)
+    if is_trainable(value):
+        _TRAINABLE.add(h)
+    return h
 
 
 def materialize(h: api.Handle) -> api.Handle:
@@ -157,7 +205,7 @@ def satisfies(tt, need: Need) -> bool:
     kind = need.dtype
     return (kind == "keep" or kind == "promote" or kind == "float" and is_float(tt.dtype)
             or kind == "signed" and tt.dtype != api.UINT32 or kind == "uint32" and tt.dtype == api.UINT32
-            or kind == "bfloat16" and tt.dtype != api.BFLOAT8_B)
+            or kind == "bfloat16" and tt.dtype == api.BFLOAT16)
 
 
 def ensure(h: api.Handle, need: Need) -> api.Handle:
@@ -176,6 +224,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     elif need.dtype == "bfloat16" and h.tt_dtype == api.BFLOAT8_B:  # widening: exact, so in place
         new = _typecast(h, api.BFLOAT16)
         h.tt, h.shadow = new.tt, new.shadow
+    elif need.dtype == "bfloat16" and h.tt_dtype != api.BFLOAT16:  # a float32 table (trained): a bfloat16 copy
+        h = _typecast(ensure(h, TILE), api.BFLOAT16)
     _relayout(h, need.layout)
     return h
 

@@ -3,10 +3,13 @@
 Importing this package registers them all (registry.REGISTRY)."""
 from . import (  # noqa: F401
     attention,
+    backward,
+    dropout,
     elementwise,
     embedding,
     factory,
     indexing,
+    loss,
     matmul,
     normalization,
     reduction,
