@@ -42,10 +42,12 @@ ALLOWLIST = [
 
 @functools.cache
 def table() -> dict:
-    """aten OpOverload -> decomposition, for the allowlist (built on first use: torch._decomp is slow to
-    import)."""
+    """aten OpOverload -> decomposition, for the allowlist and the _foreach_* ops (foreach.py: loops of
+    per-tensor ops); built on first use: torch._decomp is slow to import."""
     from torch._decomp import get_decompositions
-    return get_decompositions(ALLOWLIST)
+
+    from . import foreach
+    return {**get_decompositions(ALLOWLIST), **foreach.table()}
 
 
 def get(func):

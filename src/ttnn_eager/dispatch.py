@@ -135,19 +135,48 @@ def refresh(h: api.Handle) -> api.Handle:
 
 def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
-    dst = target._handle
-    if dst.source is not None:
-        raise RuntimeError(
-            "ttnn_eager: in-place write into a view whose shape differs from its base (e.g. x[0].add_(1) or "
-            "x.view(-1).zero_()) is not supported yet: TT-NN tensors have no strides, so the base would not "
-            "see the write. Write into the base, or clone() the view first.")
+    _write_handle(target._handle, h)
+    return target
+
+
+def _write_handle(dst: api.Handle, h: api.Handle) -> None:
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() != dst.shape.numel() or h.tt is None:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
         h = lowerings.views.reshape(h, dst.shape)
-    dst.assign(layout.retag(h, dst.dtype))  # the value, and what is known of it, are h's now
+    h = layout.retag(h, dst.dtype)
+    if dst.source is not None:  # a view with its own device tensor: the base gets the write too
+        base, _, fn, hargs, hkwargs, pos = dst.source
+        new_base = _unview(dst, h)
+        if new_base is None:
+            raise RuntimeError(
+                "ttnn_eager: in-place write into a view that holds part of its base (e.g. x[0].add_(1)) is not "
+                "supported yet: TT-NN tensors have no strides, so the base would not see the write. Write into "
+                "the base, or clone() the view first.")
+        _write_handle(base, new_base)
+        dst.source = (base, base.version, fn, hargs, hkwargs, pos)
+    dst.assign(h)  # the value, and what is known of it, are h's now
     dst.version += 1
-    return target
+
+
+def _unview(dst: api.Handle, h: api.Handle):
+    """The base's new value when view `dst` of it becomes h, for views holding every element of the base once
+    (view/reshape, (un)squeeze, permute, transpose, t: the write is undone into the base's shape); else None."""
+    base, _, fn, hargs, _, pos = dst.source
+    v = lowerings.views
+    if pos is not None or base.shape.numel() != dst.shape.numel():
+        return None
+    if fn in (v.view, v.unsqueeze, v.squeeze):
+        return v.reshape(h, base.shape)
+    n = len(base.shape)
+    if fn is v.permute:
+        dims = [d % n for d in hargs[1]]
+        return v.permute_handle(h, sorted(range(n), key=dims.__getitem__))
+    if fn is v.transpose:
+        return v.transpose(h, hargs[1], hargs[2])
+    if fn is v.t:
+        return v.t(h)
+    return None
 
 
 def _finish(entry, result, args, kwargs, hargs, hkwargs):
@@ -283,7 +312,7 @@ def _run_derived(func, functional, args, kwargs):
         targets = [kwargs[n] for n in out_names]
     else:
         target = args[0]
-        if not isinstance(target, TtnnTensor) or not target.requires_grad:
+        if not isinstance(target, TtnnTensor) or not (target.requires_grad and target.is_leaf):
             result = dispatch(functional, args, fkwargs)
         else:  # an in-place write into a leaf that requires grad: an optimizer update (precision: layout.py)
             layout.train_storage(target._handle)
