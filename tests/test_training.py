@@ -212,3 +212,240 @@ def test_inference_storage_is_unchanged_by_the_training_policy():
     with torch.no_grad():
         m(torch.randn(4, 24, device=DEV))
     assert all(p._handle.tt_dtype == api.BFLOAT16 for p in m.parameters())
+
+
+# ----------------------------------------------------------------------------------------------- losses
+LOSSES = {
+    "cross_entropy": lambda x, t, w: F.cross_entropy(x, t),
+    "cross_entropy_weight_ignore": lambda x, t, w: F.cross_entropy(x, t, weight=w, ignore_index=1),
+    "cross_entropy_sum": lambda x, t, w: F.cross_entropy(x, t, reduction="sum"),
+    "cross_entropy_none": lambda x, t, w: F.cross_entropy(x, t, reduction="none"),
+    "nll_single_sample": lambda x, t, w: F.nll_loss(F.log_softmax(x[0], -1), t[0]),
+    "mse": lambda x, t, w: F.mse_loss(x, torch.tanh(x.detach() * 2)),
+    "bce_with_logits": lambda x, t, w: F.binary_cross_entropy_with_logits(x, torch.sigmoid(x.detach() * 3),
+                                                                         pos_weight=w),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_losses_and_their_gradients_match_cpu(name):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(12, 7, generator=g)
+    t = torch.randint(0, 7, (12,), generator=g)
+    w = torch.rand(7, generator=g) + 0.5
+    fn = LOSSES[name]
+    cx = x.clone().requires_grad_()
+    ref = fn(cx, t, w)
+    ref.backward(torch.ones_like(ref))
+    dx = x.to(DEV).requires_grad_()
+    with ttnn_eager.strict():
+        out = fn(dx, t.to(DEV), w.to(DEV))
+        out.backward(torch.ones_like(out))
+    assert out.shape == ref.shape and out.device.type == "ttnn"
+    assert (out.detach().cpu() - ref.detach()).abs().max().item() <= 0.01 * ref.detach().abs().max().item() + 1e-3
+    assert pcc(dx.grad.cpu(), cx.grad) >= 0.999
+
+
+# ----------------------------------------------------------------------------------------------- dropout
+def test_dropout_keeps_one_minus_p_from_a_seeded_device_generator():
+    """native_dropout on the device: keep fraction within 1% of 1-p, kept values scaled by 1/(1-p), the
+    same mask again under the same torch.manual_seed (and a different one for the next draw), no transfer."""
+    x = torch.randn(256, 512).to(DEV)
+    with ttnn_eager.strict():
+        torch.manual_seed(7)
+        before = dict(counters.counts)
+        a = F.dropout(x, 0.3, training=True)
+        b = F.dropout(x, 0.3, training=True)
+        moved = counters.counts["device_to_host"] - before["device_to_host"] + \
+            counters.counts["host_to_device"] - before["host_to_device"]
+        torch.manual_seed(7)
+        a2 = F.dropout(x, 0.3, training=True)
+    assert moved == 0
+    xa, ac, bc = x.cpu(), a.cpu(), b.cpu()
+    keep = (ac != 0).float().mean().item()
+    assert abs(keep - 0.7) <= 0.01, keep
+    kept = ac != 0
+    assert torch.allclose(ac[kept], xa[kept] / 0.7, rtol=0.01, atol=1e-2)
+    assert torch.equal(a2.cpu(), ac) and not torch.equal(bc, ac)
+
+
+@covers(aten.native_dropout.default)
+@FUZZ
+@given(shape=shapes(max_numel=20_000), p=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]),
+       train=st.booleans(), data=st.data())
+def test_native_dropout_property(shape, p, train, data):
+    """Output = x * mask / (1 - p) with a bool mask (all kept in eval or p=0; none for p=1)."""
+    x = values(shape, data.draw)
+    with ttnn_eager.strict():
+        out, mask = aten.native_dropout(x.to(DEV), p, train)
+    out, mask = out.cpu(), mask.cpu()
+    assert mask.dtype == torch.bool and out.shape == x.shape
+    if not train or p == 0:
+        assert mask.all() and torch.allclose(out, x)
+    elif p == 1:
+        assert not mask.any() and not out.any()
+    else:
+        assert torch.allclose(out, x * mask / (1 - p), rtol=0.01, atol=1e-2)
+        if x.numel() >= 5000:
+            assert abs(mask.float().mean().item() - (1 - p)) <= 0.03
+
+
+def test_dropout_backward_uses_the_forward_mask():
+    x = torch.randn(64, 96).to(DEV).requires_grad_()
+    with ttnn_eager.strict():
+        y = F.dropout(x, 0.5, training=True)
+        y.backward(torch.ones_like(y))
+    kept = y.detach().cpu() != 0
+    assert torch.equal(x.grad.cpu() != 0, kept) and torch.allclose(x.grad.cpu()[kept], torch.tensor(2.0))
+
+
+def test_with_dropout_on_the_loss_falls():
+    torch.manual_seed(0)
+    _, losses = mlp_steps(mlp(dropout=0.2), DEV, lambda ps: torch.optim.AdamW(ps, lr=1e-2), steps=12)
+    assert sum(losses[-3:]) / 3 < 0.7 * sum(losses[:3]) / 3, losses
+
+
+def test_memory_is_flat_over_100_steps():
+    """100 AdamW steps (foreach, with clip_grad_norm_ and dropout): device memory after step 2 and step 100
+    is the same (nothing accumulates: graphs, states, gradients are freed or reused)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Dropout(0.1), torch.nn.Linear(24, 5)).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    x, y = torch.randn(16, 24).to(DEV), torch.randint(0, 5, (16,)).to(DEV)
+    seen = []
+    for step in range(100):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        del loss
+        if step in (1, 99):
+            seen.append(torch.ttnn.memory_allocated())
+    assert seen[0] == seen[1], seen
+
+
+# ----------------------------------------------------------------------------------------------- bad input
+def test_labels_out_of_range_raise_like_the_cpu():
+    x = torch.randn(4, 3)
+    for bad in (torch.tensor([0, 1, 3, 2]), torch.tensor([0, -2, 1, 1])):
+        with pytest.raises(IndexError) as cpu_err:
+            F.cross_entropy(x, bad)
+        with pytest.raises(IndexError) as dev_err:
+            F.cross_entropy(x.to(DEV), bad.to(DEV))
+        assert str(dev_err.value) == str(cpu_err.value)
+    ok = torch.tensor([0, -100, 2, 1])  # ignore_index is not out of range
+    assert abs(F.cross_entropy(x.to(DEV), ok.to(DEV)).item() - F.cross_entropy(x, ok).item()) < 0.02
+
+
+def test_parameter_and_its_gradient_or_state_on_another_device_raise_like_the_cpu():
+    p = torch.nn.Parameter(torch.randn(4, 4).to(DEV))
+    with pytest.raises(RuntimeError, match="same device"):
+        p.grad = torch.randn(4, 4)  # PyTorch's own check
+    p.grad = torch.randn(4, 4).to(DEV)
+    opt = torch.optim.Adam([p])
+    opt.step()
+    opt.state[p]["exp_avg"] = torch.zeros(4, 4)  # a state left on the CPU
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        opt.step()
+
+
+def test_backward_twice_through_a_freed_graph_raises_like_the_cpu():
+    for device in ("cpu", DEV):
+        x = torch.randn(3, 5).to(device).requires_grad_()
+        loss = torch.tanh(x).sum()
+        loss.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loss.backward()
+
+
+# ----------------------------------------------------------------------------------------------- lowerings
+def _nll(x, t, reduction=1):
+    out, total = aten.nll_loss_forward(torch.log_softmax(x, -1), t, None, reduction, -100)
+    return torch.cat([out.reshape(-1), total.reshape(1)])
+
+
+def _nll_back(x, t, reduction=1):
+    lp = torch.log_softmax(x, -1)
+    _, total = aten.nll_loss_forward(lp, t, None, reduction, -100)
+    g = torch.ones(t.shape) if reduction == 0 else torch.tensor(1.5)
+    return aten.nll_loss_backward(g, lp, t, None, reduction, -100, total)
+
+
+CASES = {  # tests/test_ops.py's format: every lowering of this file is exercised (test_every_lowering_is_exercised)
+    "select_backward": (lambda g: aten.select_backward(g, [3, 5, 40], 1, 2), [(torch.randn(3, 40),)]),
+    "slice_backward": (lambda g: aten.slice_backward(g, [4, 70], 1, 3, 40, 1), [(torch.randn(4, 37),)]),
+    "embedding_dense_backward": (lambda g, i: aten.embedding_dense_backward(g, i, 50, 0, False),
+                                 [(torch.randn(2, 9, 16), torch.randint(0, 50, (2, 9)))]),
+    "nll_loss_forward": (_nll, [(torch.randn(6, 9), torch.randint(0, 9, (6,)))]),
+    "nll_loss_backward": (_nll_back, [(torch.randn(6, 9), torch.randint(0, 9, (6,)))]),
+    "log_sigmoid": (lambda x: aten.log_sigmoid_backward(torch.ones_like(x), x, aten.log_sigmoid_forward(x)[1])
+                    + aten.log_sigmoid_forward(x)[0], [(torch.randn(5, 33),)]),
+    "native_dropout": (lambda x: aten.native_dropout(x, 0.0, True)[0], [(torch.randn(4, 8),)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_case_matches_cpu(case):
+    fn, sets = CASES[case]
+    for inputs in sets:
+        with ttnn_eager.strict():
+            check(fn, *inputs)
+
+
+@covers(aten.select_backward.default, aten.slice_backward.default)
+@FUZZ
+@given(shape=shapes(min_dims=1, max_dims=3, max_numel=20_000), data=st.data())
+def test_select_and_slice_backward_property(shape, data):
+    d = data.draw(st.integers(0, len(shape) - 1))
+    size = shape[d]
+    index = data.draw(st.integers(-size, size - 1))
+    start = data.draw(st.integers(-size, size - 1))
+    end = data.draw(st.integers(start % size + 1, size)) if data.draw(st.booleans()) else None
+    sel = list(shape)
+    del sel[d]
+    g = values(tuple(sel), data.draw)
+    check(lambda t: aten.select_backward(t, list(shape), d, index), g)
+    stop = size if end is None else end
+    part = list(shape)
+    part[d] = max(0, stop - start % size)
+    if part[d]:
+        check(lambda t: aten.slice_backward(t, list(shape), d, start % size, stop, 1), values(tuple(part), data.draw))
+
+
+@covers(aten.embedding_dense_backward.default)
+@FUZZ
+@given(n=st.sampled_from([1, 7, 33]), rows=st.sampled_from([1, 5, 40, 100]), width=st.sampled_from([1, 32, 33]),
+       padding=st.booleans(), data=st.data())
+def test_embedding_dense_backward_property(n, rows, width, padding, data):
+    """Sums of gradient rows per id (repeated ids add up), none for padding_idx."""
+    g = values((n, width), data.draw)
+    ids = torch.randint(0, rows, (n,), generator=torch.Generator().manual_seed(n * rows))
+    pad = int(ids[0]) if padding else -1
+    check(lambda t, i: aten.embedding_dense_backward(t, i, rows, pad, False), g, ids)
+
+
+@covers(aten.nll_loss_forward.default, aten.nll_loss_backward.default, aten.log_sigmoid_forward.default,
+        aten.log_sigmoid_backward.default)
+@FUZZ
+@given(n=st.sampled_from([1, 2, 31, 33]), classes=st.sampled_from([2, 7, 40]),
+       reduction=st.sampled_from([0, 1, 2]), weighted=st.booleans(), data=st.data())
+def test_losses_property(n, classes, reduction, weighted, data):
+    """nll_loss forward/backward (weights, ignore_index, every reduction) and log_sigmoid, against the CPU."""
+    x = values((n, classes), data.draw)
+    t = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(n + classes))
+    t[0] = -100
+    w = torch.rand(classes, generator=torch.Generator().manual_seed(classes)) + 0.5 if weighted else None
+
+    def both(x, t, *w):
+        lp = torch.log_softmax(x, -1)
+        out, total = aten.nll_loss_forward(lp, t, w[0] if w else None, reduction, -100)
+        g = torch.ones_like(out) * 0.5
+        grad = aten.nll_loss_backward(g, lp, t, w[0] if w else None, reduction, -100, total)
+        return out, total, grad
+    if n > 1:
+        check(both, x, t, *([w] if weighted else []), atol=0.05)
+    def log_sigmoid(v):
+        out, buffer = aten.log_sigmoid_forward(v)
+        return torch.stack([out, aten.log_sigmoid_backward(torch.ones_like(v) * 0.5, v, buffer)])
+    check(log_sigmoid, x)

@@ -1,7 +1,8 @@
 """Losses. cross_entropy is log_softmax (PyTorch's decomposition, allowlisted) + nll_loss, lowered here over a
 one-hot matrix of the targets made on the device: the picked log-probability of each row is
 sum(log_probs * one_hot, -1), its gradient -one_hot * weight. No gather/scatter, no host round trip.
-mse_loss and binary_cross_entropy_with_logits are PyTorch's decompositions (decompositions.ALLOWLIST).
+mse_loss and binary_cross_entropy_with_logits are PyTorch's decompositions (decompositions.ALLOWLIST), the
+latter over log_sigmoid, lowered here.
 
 Targets out of range raise IndexError ("Target 7 is out of bounds."), as on the CPU: targets uploaded from
 the host carry known bounds (no device read); targets computed on the device are checked by reading their
@@ -15,6 +16,7 @@ from .. import device_api as api
 from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
+from ._common import is_handle
 from .backward import one_hot
 from .views import reshape
 
@@ -53,7 +55,8 @@ def _row_weights(hot, target, weight, ignore_index, n):
                    dtype=api.BFLOAT16, out_dtype=torch.float32)
     if weight is None:
         return keep
-    picked = api.run("sum", api.run("multiply", hot, reshape(weight, (1, weight.shape[0]))), dim=-1, keepdim=True)
+    picked = api.run("sum", api.run("multiply", hot, reshape(weight, (1, weight.shape[0])), out_dtype=weight.dtype),
+                     dim=-1, keepdim=True)
     return api.run("multiply", picked, keep)
 
 
@@ -70,9 +73,10 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
     w = _row_weights(hot, tgt, weight, ignore_index, n)                     # [n, 1]
     picked = api.run("sum", api.run("multiply", rows, hot), dim=-1, keepdim=True)
     losses = api.run("multiply", api.run("multiply", picked, w), -1.0)      # [n, 1]
+    if reduction == _NONE:  # (PyTorch leaves total_weight 0 then)
+        from .factory import full_handle
+        return reshape(losses, tuple(target.shape)), full_handle((), 0.0, x.dtype, x.index)
     total_weight = reshape(api.run("sum", w), ())
-    if reduction == _NONE:
-        return reshape(losses, tuple(target.shape)), total_weight
     total = reshape(api.run("sum", losses), ())
     if reduction == _MEAN:
         total = api.run("divide", total, total_weight)
@@ -89,10 +93,28 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
     w = api.run("multiply", _row_weights(hot, tgt, weight, ignore_index, n), -1.0)   # [n, 1]
     if reduction == _NONE:
         w = api.run("multiply", w, reshape(grad_output, (n, 1)))
-    else:
-        scale = reshape(grad_output, (1, 1))
+    else:  # (0-d CPU tensors arrive as Python numbers)
+        scale = reshape(grad_output, (1, 1)) if is_handle(grad_output) else float(grad_output)
         if reduction == _MEAN:
-            scale = api.run("divide", scale, reshape(total_weight, (1, 1)))
+            if is_handle(total_weight):
+                tw = reshape(total_weight, (1, 1))
+                scale = api.run("divide", scale, tw) if is_handle(scale) else \
+                    api.run("multiply", api.run("reciprocal", tw), scale)
+            else:
+                scale = api.run("multiply", scale, 1.0 / total_weight) if is_handle(scale) else scale / total_weight
         w = api.run("multiply", w, scale)
     grad = api.run("multiply", hot, w, out_dtype=x.dtype)
     return reshape(grad, x.shape)
+
+
+@lowering(aten.log_sigmoid_forward.default, ttnn=["log_sigmoid"], needs=TILE_FLOAT,
+          notes="binary_cross_entropy_with_logits' log-sigmoid; the buffer output is unused (zeros)")
+def log_sigmoid_forward(x):
+    from .factory import full_handle
+    return api.run("log_sigmoid", x), full_handle((0,), 0.0, x.dtype, x.index)
+
+
+@lowering(aten.log_sigmoid_backward.default, ttnn=["neg", "sigmoid", "multiply"], needs=TILE_FLOAT,
+          notes="grad * sigmoid(-x)")
+def log_sigmoid_backward(grad_output, x, buffer):
+    return api.run("multiply", grad_output, api.run("sigmoid", api.run("neg", x)))
