@@ -328,7 +328,7 @@ def test_memory_is_flat_over_100_steps():
 # ----------------------------------------------------------------------------------------------- bad input
 def test_labels_out_of_range_raise_like_the_cpu():
     x = torch.randn(4, 3)
-    for bad in (torch.tensor([0, 1, 3, 2]), torch.tensor([0, -2, 1, 1])):
+    for bad in (torch.tensor([0, 1, 3, 2]), torch.tensor([0, -2, 1, 1]), torch.tensor([-100, -5, 1, 1])):
         with pytest.raises(IndexError) as cpu_err:
             F.cross_entropy(x, bad)
         with pytest.raises(IndexError) as dev_err:

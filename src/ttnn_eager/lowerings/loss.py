@@ -5,8 +5,8 @@ mse_loss and binary_cross_entropy_with_logits are PyTorch's decompositions (deco
 latter over log_sigmoid, lowered here.
 
 Targets out of range raise IndexError ("Target 7 is out of bounds."), as on the CPU: targets uploaded from
-the host carry known bounds (no device read); targets computed on the device are checked by reading their
-min and max (a counted device-to-host transfer).
+the host carry known bounds (no device read); targets computed on the device, or whose minimum is
+ignore_index (other negative values could hide behind it), are read once to check (a counted transfer).
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ _NONE, _MEAN, _SUM = 0, 1, 2
 def _check_targets(target: api.Handle, classes: int, ignore_index: int) -> None:
     if target.shape.numel() == 0:
         return
-    if target.bounds is not None:
+    if target.bounds is not None and target.bounds[0] != ignore_index:
         lo, hi = target.bounds[0], target.bounds[1]
-    else:
+    else:  # unknown, or the minimum is ignore_index (other negative targets could hide behind it): read
         value = api.download(target)
         valid = value[value != ignore_index]
         if not valid.numel():
