@@ -83,23 +83,16 @@ def test_bert_checklist_doc_is_current():
         "docs/bert.md is stale: run `ttnn-eager docs`"
 
 
-def test_in_place_write_through_a_reshaped_view_raises_instead_of_silently_copying():
+def test_in_place_writes_through_reshaped_views_reach_the_base():
     x = torch.zeros(3, 4).to(DEV)
-    with pytest.raises(RuntimeError, match="in-place write into a view"):
-        x[0].add_(1)  # a view holding part of its base
-    assert torch.equal(x.cpu(), torch.zeros(3, 4))  # nothing half-done
+    ref = torch.zeros(3, 4)
+    for t in (x, ref):
+        t[0].add_(1)
+        t.view(12)[5:].add_(2)
+        t.t().mul_(2)
+    assert torch.equal(x.cpu(), ref)
     x.detach().add_(1)  # same-shape alias: shares the device tensor, so the write is seen by both
-    assert torch.equal(x.cpu(), torch.ones(3, 4))
-    # a view holding all of its base (view, transpose, permute): the write is undone into the base
-    cpu = torch.arange(12.0).reshape(3, 4)
-    x = cpu.to(DEV)
-    v, t, p = x.view(12), x.t(), x.unsqueeze(0).permute(2, 0, 1)
-    t.mul_(2)
-    cpu.t().mul_(2)
-    v.add_(1)
-    cpu.view(12).add_(1)
-    assert torch.equal(x.cpu(), cpu) and torch.equal(t.cpu(), cpu.t()) and torch.equal(v.cpu(), cpu.view(12))
-    assert torch.equal(p.cpu(), cpu.unsqueeze(0).permute(2, 0, 1))
+    assert torch.equal(x.cpu(), ref + 1)
 
 
 # ----------------------------------------------------------------------------------------------- fast paths

@@ -18,6 +18,9 @@ aten = torch.ops.aten
 ALLOWLIST = [
     aten.leaky_relu,
     aten.hardtanh,
+    # the gradients of views: zeros with the gradient scattered in (diagonal_scatter); select_backward and
+    # slice_backward have lowerings of their own (lowerings/backward.py: a concat with zero blocks, cheaper)
+    aten.diagonal_backward,
     # backward ops of lowered forward ops (training: docs/training.md)
     aten.tanh_backward,
     aten.sigmoid_backward,

@@ -15,8 +15,8 @@
 
 Views: TT-NN tensors have no strides, so a view whose shape differs from its base gets its own device
 tensor. Its handle remembers how it was derived (`_finish`); when the base has been written in place
-since, the view is re-derived before use (`refresh`), and a write through such a view is refused
-(`write_into`) instead of silently missing the base.
+since, the view is re-derived before use (`refresh`), and a write through the view is scattered into the
+base (`write`, with the view op's inverse from lowerings/views.py), as PyTorch's functionalization does.
 """
 from __future__ import annotations
 
@@ -53,8 +53,7 @@ def _get(args, kwargs, where, name):
     return kwargs.get(name)
 
 
-def _device_error(a: str, b: str) -> RuntimeError:
-    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+_device_error = lowerings._common.device_mismatch
 
 
 class _Call:
@@ -135,48 +134,27 @@ def refresh(h: api.Handle) -> api.Handle:
 
 def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
-    _write_handle(target._handle, h)
+    write(target._handle, h)
     return target
 
 
-def _write_handle(dst: api.Handle, h: api.Handle) -> None:
+def write(dst: api.Handle, h: api.Handle) -> None:
+    """dst now holds h's value. When dst is a view with its own device tensor, the write reaches its base --
+    the view's new value scattered into the base (views.scatter_into), recursively for a view of a view --
+    and every other view of that base sees it (refresh). Note [writes through views] in lowerings/views.py."""
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() != dst.shape.numel() or h.tt is None:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
         h = lowerings.views.reshape(h, dst.shape)
     h = layout.retag(h, dst.dtype)
-    if dst.source is not None:  # a view with its own device tensor: the base gets the write too
-        base, _, fn, hargs, hkwargs, pos = dst.source
-        new_base = _unview(dst, h)
-        if new_base is None:
-            raise RuntimeError(
-                "ttnn_eager: in-place write into a view that holds part of its base (e.g. x[0].add_(1)) is not "
-                "supported yet: TT-NN tensors have no strides, so the base would not see the write. Write into "
-                "the base, or clone() the view first.")
-        _write_handle(base, new_base)
+    src = dst.source
+    if src is not None:
+        base, _, fn, hargs, hkwargs, pos = src
+        refresh(base)
+        write(base, lowerings.views.scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
         dst.source = (base, base.version, fn, hargs, hkwargs, pos)
     dst.assign(h)  # the value, and what is known of it, are h's now
     dst.version += 1
-
-
-def _unview(dst: api.Handle, h: api.Handle):
-    """The base's new value when view `dst` of it becomes h, for views holding every element of the base once
-    (view/reshape, (un)squeeze, permute, transpose, t: the write is undone into the base's shape); else None."""
-    base, _, fn, hargs, _, pos = dst.source
-    v = lowerings.views
-    if pos is not None or base.shape.numel() != dst.shape.numel():
-        return None
-    if fn in (v.view, v.unsqueeze, v.squeeze):
-        return v.reshape(h, base.shape)
-    n = len(base.shape)
-    if fn is v.permute:
-        dims = [d % n for d in hargs[1]]
-        return v.permute_handle(h, sorted(range(n), key=dims.__getitem__))
-    if fn is v.transpose:
-        return v.transpose(h, hargs[1], hargs[2])
-    if fn is v.t:
-        return v.t(h)
-    return None
 
 
 def _finish(entry, result, args, kwargs, hargs, hkwargs):
@@ -359,6 +337,7 @@ def fallback(func, args, kwargs):
     cpu_args, cpu_kwargs = tree_map(to_cpu, (args, kwargs))
     out = func(*cpu_args, **cpu_kwargs)
     aliases = {ri: (where, name) for ri, where, name, is_write in _aliases(func) if is_write}
+    views = {where for ri, where, name, is_write in _aliases(func) if not is_write}
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     for i, o in enumerate(outs):
@@ -368,8 +347,37 @@ def fallback(func, args, kwargs):
                 write_into(orig, layout.to_device(o, orig._handle.index))
             outs[i] = orig
         elif isinstance(o, torch.Tensor):
-            outs[i] = TtnnTensor(layout.to_device(o, index))
+            h = layout.to_device(o.contiguous(), index)
+            if views == {0} and isinstance(args[0], TtnnTensor):  # a view op: keep it a view of its base
+                base = args[0]._handle
+                h.source = (base, base.version, _cpu_view(func), [base, *args[1:]], dict(kwargs), None if single else i)
+            outs[i] = TtnnTensor(h)
     return outs[0] if single else type(out)(outs)
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_view(func):
+    """A view op with no lowering, as a view run on the CPU: re-derived from its base when the base changes
+    (refresh), and a write through it written into its base on the CPU (its inverse, registered beside the
+    lowered views' in views.INVERSES). Both are counted fallbacks: the view's semantics survive the fallback."""
+    def view(base, *args, **kwargs):
+        counters.counts["fallbacks"] += 1
+        counters.fallback_by_op[func] += 1
+        out = func(api.download(base), *args, **kwargs)
+        if isinstance(out, (list, tuple)):
+            return [layout.to_device(o.contiguous(), base.index) for o in out]
+        return layout.to_device(out.contiguous(), base.index)
+
+    def inverse(base, value, *args, pos=None, **kwargs):
+        counters.counts["fallbacks"] += 1
+        counters.fallback_by_op[func] += 1
+        host = api.download(base).clone()
+        part = func(host, *args, **kwargs)
+        (part if pos is None else part[pos]).copy_(api.download(value))
+        return layout.to_device(host, base.index)
+
+    lowerings.views.INVERSES[view] = inverse
+    return view
 
 
 def _device_index(args, kwargs) -> int:

@@ -13,5 +13,6 @@ from . import (  # noqa: F401
     matmul,
     normalization,
     reduction,
+    scatter,
     views,
 )
