@@ -3,6 +3,7 @@ beside the same run in float32 PyTorch on the CPU.
 
     .venv/bin/python benchmarks/training.py                  # bert-base: hidden 768, 12 layers, batch 8, seq 128, 20 steps
     .venv/bin/python benchmarks/training.py --config tiny    # hidden 128, 2 layers (seconds)
+    .venv/bin/python benchmarks/training.py --fresh-batches --lr 2e-5   # a new batch each step
     .venv/bin/python benchmarks/training.py --json out.json
 
 Per step on the device (strict mode: an op with no lowering raises): wall time, fallbacks, device-to-host
@@ -43,10 +44,13 @@ def make_model(config: str, dropout: float = 0.0, seed: int = 0):
     return transformers.BertForSequenceClassification(cfg)
 
 
-def make_batch(config: str, batch: int, seq: int, seed: int = 1):
+def make_batch(config: str, batch: int, seq: int, seed: int = 1, steps: int | None = None):
+    """One batch (ids [batch, seq], labels [batch]), or with `steps` one per step ([steps, batch, ...])."""
     g = torch.Generator().manual_seed(seed)
     vocab = CONFIGS[config]["vocab_size"]
-    return torch.randint(1, vocab, (batch, seq), generator=g), torch.randint(0, 3, (batch,), generator=g)
+    lead = (steps,) if steps else ()
+    return (torch.randint(1, vocab, lead + (batch, seq), generator=g),
+            torch.randint(0, 3, lead + (batch,), generator=g))
 
 
 def _pcc(a, b) -> float:
@@ -60,9 +64,10 @@ def run(model, device: str, ids, labels, steps: int, lr: float = 1e-4, foreach: 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=foreach)
     ids, labels = ids.to(device), labels.to(device)
     rows, grads = [], None
+    fresh = ids.dim() == 3  # a batch per step (all uploaded before the loop)
     for step in range(steps):
         before, start = ttnn_eager.stats(), perf_counter()
-        loss = model(input_ids=ids, labels=labels).loss
+        loss = model(input_ids=ids[step] if fresh else ids, labels=labels[step] if fresh else labels).loss
         loss.backward()
         if step == 0:
             mid = ttnn_eager.stats()
@@ -79,23 +84,24 @@ def run(model, device: str, ids, labels, steps: int, lr: float = 1e-4, foreach: 
     return rows, grads
 
 
-def compare(config: str, batch: int, seq: int, steps: int, foreach: bool) -> dict:
+def compare(config: str, batch: int, seq: int, steps: int, foreach: bool, lr: float, fresh: bool) -> dict:
     cpu_model = make_model(config)
     dev_model = copy.deepcopy(cpu_model)
-    ids, labels = make_batch(config, batch, seq)
+    ids, labels = make_batch(config, batch, seq, steps=steps if fresh else None)
     start = perf_counter()
-    cpu_rows, cpu_grads = run(cpu_model, "cpu", ids, labels, steps, foreach=foreach)
+    cpu_rows, cpu_grads = run(cpu_model, "cpu", ids, labels, steps, lr=lr, foreach=foreach)
     cpu_seconds = perf_counter() - start
     del cpu_model
     with ttnn_eager.strict():
-        dev_rows, dev_grads = run(dev_model, DEV, ids, labels, steps, foreach=foreach)
+        dev_rows, dev_grads = run(dev_model, DEV, ids, labels, steps, lr=lr, foreach=foreach)
     scale = max(g.norm().item() for g in cpu_grads.values())
     pccs = {n: _pcc(dev_grads[n], g) for n, g in cpu_grads.items() if g.norm() >= 1e-6 * scale}
     zero = {n: dev_grads[n].norm().item() / scale for n, g in cpu_grads.items() if g.norm() < 1e-6 * scale}
     rel = [abs(d["loss"] - c["loss"]) / abs(c["loss"]) for c, d in zip(cpu_rows, dev_rows)]
     worst = min(pccs, key=pccs.get)
     return {
-        "config": config, "batch": batch, "seq": seq, "steps": steps, "foreach": foreach,
+        "config": config, "batch": batch, "seq": seq, "steps": steps, "foreach": foreach, "lr": lr,
+        "fresh_batches": fresh,
         "cpu_losses": [r["loss"] for r in cpu_rows], "dev_losses": [r["loss"] for r in dev_rows],
         "max_rel_loss_error": max(rel), "grad_pcc_min": pccs[worst], "grad_pcc_min_param": worst,
         "params_with_grad": len(cpu_grads), "analytically_zero_grads": zero,
@@ -134,15 +140,20 @@ def main(argv=None) -> int:
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--foreach", action="store_true", help="AdamW(foreach=True) (_foreach_* ops)")
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--fresh-batches", action="store_true",
+                   help="a new batch each step (default: the same batch every step, which the model memorizes)")
     p.add_argument("--memory-steps", type=int, default=100)
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
     results = {"device": torch.ttnn.get_device_name()}
-    results["fine_tuning"] = r = compare(args.config, args.batch, args.seq, args.steps, args.foreach)
+    results["fine_tuning"] = r = compare(args.config, args.batch, args.seq, args.steps, args.foreach, args.lr,
+                                         args.fresh_batches)
     results["memory"] = m = memory_over(args.memory_steps)
     results["dropout"] = d = dropout_loss()
     print(f"BertForSequenceClassification ({args.config}), batch {args.batch}, seq {args.seq}, {args.steps} AdamW "
-          f"steps, dropout off, strict mode, {results['device']}")
+          f"steps (lr {args.lr}, {'a new batch each step' if args.fresh_batches else 'one batch'}), dropout off, "
+          f"strict mode, {results['device']}")
     print(f"  fallbacks {r['fallbacks']}; per step: device->host {r['device_to_host_per_step']}, host->device "
           f"{r['host_to_device_per_step']}, {r['aten_ops_per_step']} aten ops, {r['ttnn_ops_per_step']} ttnn ops")
     print(f"  loss: max relative error vs CPU float32 {100 * r['max_rel_loss_error']:.2f}%; "
