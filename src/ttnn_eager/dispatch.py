@@ -290,11 +290,9 @@ def _run_derived(func, functional, args, kwargs):
         targets = [kwargs[n] for n in out_names]
     else:
         target = args[0]
-        if not isinstance(target, TtnnTensor) or not (target.requires_grad and target.is_leaf):
-            result = dispatch(functional, args, fkwargs)
-        else:  # an in-place write into a leaf that requires grad: an optimizer update (precision: layout.py)
-            layout.train_storage(target._handle)
-            result = dispatch(functional, args, fkwargs)
+        if isinstance(target, TtnnTensor) and target.requires_grad and target.is_leaf:
+            layout.train_storage(target._handle)  # an optimizer update (the precision policy: layout.py)
+        result = dispatch(functional, args, fkwargs)
         targets = [target]
     results = result if isinstance(result, (list, tuple)) else [result]
     for t, r in zip(targets, results):

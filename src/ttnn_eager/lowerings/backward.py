@@ -20,7 +20,7 @@ from .views import reshape
 aten = torch.ops.aten
 
 
-def _zeros_like_part(g: api.Handle, d: int, size: int) -> api.Handle:
+def _zeros_block(g: api.Handle, d: int, size: int) -> api.Handle:
     shape = list(g.shape)
     shape[d] = size
     return api.create("full", (tuple(shape),), g.tt_dtype, api.TILE, g.index, g.dtype, fill_value=0.0)
@@ -28,8 +28,8 @@ def _zeros_like_part(g: api.Handle, d: int, size: int) -> api.Handle:
 
 def _pad_along(g: api.Handle, d: int, before: int, after: int) -> api.Handle:
     """g with `before` zeros in front of it and `after` zeros behind it along dimension d."""
-    parts = ([_zeros_like_part(g, d, before)] if before else []) + [g] + \
-            ([_zeros_like_part(g, d, after)] if after else [])
+    parts = ([_zeros_block(g, d, before)] if before else []) + [g] + \
+            ([_zeros_block(g, d, after)] if after else [])
     return g if len(parts) == 1 else api.run("concat", parts, dim=d)
 
 
