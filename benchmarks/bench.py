@@ -1,6 +1,8 @@
 """ttnn_eager benchmark: host overhead per aten op, TT-NN ops per BERT-large encoder layer, conversions and
 transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384,
 and graph replay (torch.ttnn.graph) side by side with the eager forward.
+transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384, and a
+training step (time, fallbacks, transfers; benchmarks/training.py has the bert-base training figures).
 
     .venv/bin/python benchmarks/bench.py [--forwards 5] [--json out.json] [--quick]
     .venv/bin/python benchmarks/bench.py --vision-only [--vision-size 224]   ResNet-50 at batch 1 and 8
@@ -495,6 +497,20 @@ def _replay_rows(results: dict) -> list:
     return rows
 
 
+def training_steps(steps: int = 4) -> dict:
+    """Per step of a tiny BertForSequenceClassification fine-tuning (hidden 128, 2 layers, batch 8, seq 128,
+    AdamW): wall time, fallbacks, transfers, ops (benchmarks/training.py measures bert-base once)."""
+    import training
+    model = training.make_model("tiny")
+    ids, labels = training.make_batch("tiny", 8, 128)
+    rows, _ = training.run(model, DEV, ids, labels, steps)
+    last = rows[1:]
+    med = lambda k: statistics.median(r[k] for r in last)  # noqa: E731
+    return {"step_seconds": med("seconds"), "fallbacks_per_step": med("fallbacks"),
+            "device_to_host_per_step": med("device_to_host"), "host_to_device_per_step": med("host_to_device"),
+            "aten_ops_per_step": med("aten_ops"), "ttnn_ops_per_step": med("ttnn_ops")}
+
+
 def _split(run: dict) -> str:
     """Host time per aten op of the last forward: outside the backend (PyTorch's dispatch, the model's
     Python), ours, inside ttnn calls."""
@@ -547,6 +563,7 @@ def main(argv=None) -> int:
     results["ops_per_layer"] = {attn: ops_per_layer(attn, args.seq) for attn in ("sdpa", "eager")}
     if not args.quick:
         results["peak_memory"] = peak_memory(8, 384)
+    results["training"] = training_steps()
 
     h, c, s = results["host"], results["cpu_reference"], results["second_forward"]
     off, on = h["shadow_off"], h["shadow_on"]
@@ -582,6 +599,11 @@ def main(argv=None) -> int:
         m = results["peak_memory"]
         rows.append(("peak device memory, batch 8 seq 384", f"{m['peak_device_bytes'] / 2**20:.0f} MiB "
                      f"(weights {m['after_model_to_bytes'] / 2**20:.0f} MiB)", "-"))
+    t = results["training"]
+    rows.append(("training step, tiny BERT batch 8 seq 128 (mock, shadow on)", f"{t['step_seconds']:.2f} s, "
+                 f"{t['aten_ops_per_step']:g} aten ops", "-"))
+    rows.append(("  fallbacks / device->host / host->device per step", f"{t['fallbacks_per_step']:g} / "
+                 f"{t['device_to_host_per_step']:g} / {t['host_to_device_per_step']:g}", "0 / 1 (loss.item()) / 0"))
     return _report(results, rows + _replay_rows(replay), args)
 
 

@@ -27,3 +27,5 @@ def test_guide_examples_run(tmp_path):
     assert "'fallbacks': 0" in out and "| `aten.linear.default` | matmul |" in out
     assert "replayed == eager: True" in out
     assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+    losses = [float(v) for v in re.findall(r"step \d: loss ([\d.]+)", out)]  # the training example
+    assert len(losses) == 5 and losses[-1] < losses[0] and "\n0 5\n" in out

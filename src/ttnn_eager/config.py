@@ -11,6 +11,9 @@
     shadow_numerics       "hardware" (default): on a mock device, matrix-engine products are computed as the
                           Tensix hardware does for the config in use (numerics.py); "exact": float32 golden
                           functions (TTNN_EAGER_SHADOW_NUMERICS)
+    train_dtype           "float32" (default) or "bfloat16": the device dtype of float32 parameters that
+                          require grad, and of what is made like them (optimizer states). See layout.py and
+                          docs/training.md: bfloat16 storage drops updates smaller than ~2^-8 of a weight.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ _SHADOW_NUMERICS = ("hardware", "exact")
 def _env_bool(name: str):
     value = os.environ.get(name, "").strip().lower()
     return None if not value else value in ("1", "true", "yes", "on")
+_TRAIN_DTYPES = ("float32", "bfloat16")
 
 
 settings = {
@@ -36,13 +40,14 @@ settings = {
     "fp32_dest_acc": _env_bool("TTNN_EAGER_FP32_DEST_ACC"),
     "math_approx": _env_bool("TTNN_EAGER_MATH_APPROX"),
     "shadow_numerics": os.environ.get("TTNN_EAGER_SHADOW_NUMERICS", "hardware"),
+    "train_dtype": os.environ.get("TTNN_EAGER_TRAIN_DTYPE", "float32"),
 }
 _UNSET = object()  # configure's "not given" for settings where None is a value (None: each op's default)
 
 
 def configure(*, strict: bool | None = None, float32_storage: str | None = None,
               weight_dtype: str | None = None, math_fidelity=_UNSET, fp32_dest_acc=_UNSET, math_approx=_UNSET,
-              shadow_numerics: str | None = None) -> dict:
+              shadow_numerics: str | None = None, train_dtype: str | None = None) -> dict:
     """Change settings; returns the previous ones (pass them back to restore: `configure(**previous)`).
     math_fidelity, fp32_dest_acc and math_approx take None for "each op's own choice" (layout.COMPUTE)."""
     previous = dict(settings)
@@ -58,8 +63,10 @@ def configure(*, strict: bool | None = None, float32_storage: str | None = None,
         raise ValueError(f"float32_storage must be one of {_FLOAT32_STORAGE}, not {float32_storage!r}")
     if weight_dtype is not None and weight_dtype not in _WEIGHT_DTYPES:
         raise ValueError(f"weight_dtype must be one of {_WEIGHT_DTYPES}, not {weight_dtype!r}")
+    if train_dtype is not None and train_dtype not in _TRAIN_DTYPES:
+        raise ValueError(f"train_dtype must be one of {_TRAIN_DTYPES}, not {train_dtype!r}")
     for key, value in (("strict", strict), ("float32_storage", float32_storage), ("weight_dtype", weight_dtype),
-                       ("shadow_numerics", shadow_numerics)):
+                       ("shadow_numerics", shadow_numerics), ("train_dtype", train_dtype)):
         if value is not None:
             settings[key] = value
     for key, value in (("math_fidelity", math_fidelity), ("fp32_dest_acc", fp32_dest_acc),

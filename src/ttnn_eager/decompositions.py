@@ -18,24 +18,42 @@ aten = torch.ops.aten
 ALLOWLIST = [
     aten.leaky_relu,
     aten.hardtanh,
-    # the gradients of views: zeros with the gradient scattered in (slice/select/diagonal_scatter)
-    aten.select_backward,
-    aten.slice_backward,
+    # the gradients of views: zeros with the gradient scattered in (diagonal_scatter); select_backward and
+    # slice_backward have lowerings of their own (lowerings/backward.py: a concat with zero blocks, cheaper)
     aten.diagonal_backward,
     # torch.nn modules (issue 15): losses, repeat, baddbmm
     aten.mse_loss, aten.smooth_l1_loss, aten.huber_loss, aten.soft_margin_loss,
     aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
     aten.nll_loss_forward, aten.nll_loss2d_forward, aten.multi_margin_loss, aten.multilabel_margin_loss_forward,
     aten.repeat, aten.baddbmm,
+    # backward ops of lowered forward ops (training: docs/training.md)
+    aten.tanh_backward,
+    aten.sigmoid_backward,
+    aten.gelu_backward,
+    aten.silu_backward,
+    aten.threshold_backward,
+    aten._softmax_backward_data,
+    aten._log_softmax_backward_data,
+    aten.native_layer_norm_backward,
+    aten.native_dropout_backward,
+    # losses
+    aten._log_softmax,
+    aten.mse_loss_backward,
+    # optimizer updates
+    aten.lerp,
+    aten.addcmul,
+    aten.addcdiv,
 ]
 
 
 @functools.cache
 def table() -> dict:
-    """aten OpOverload -> decomposition, for the allowlist (built on first use: torch._decomp is slow to
-    import)."""
+    """aten OpOverload -> decomposition, for the allowlist and the _foreach_* ops (foreach.py: loops of
+    per-tensor ops); built on first use: torch._decomp is slow to import."""
     from torch._decomp import get_decompositions
-    return get_decompositions(ALLOWLIST)
+
+    from . import foreach
+    return {**get_decompositions(ALLOWLIST), **foreach.table()}
 
 
 def get(func):

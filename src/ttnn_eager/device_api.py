@@ -348,6 +348,13 @@ def _adaptive_avg_pool2d_ref(x, batch_size, input_h, input_w, channels, output_s
     return _nchw_to_flat(torch.nn.functional.adaptive_avg_pool2d(x, output_size))
 
 
+def _rand_ref(shape, dtype=None, low=0.0, high=1.0, seed=0, **_):
+    # ttnn.rand on a card uses its own generator; the mock's stand-in is a torch generator under the same
+    # seed: the same seed gives the same values (reproducible), not the card's bits
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.rand(tuple(shape), generator=g) * (high - low) + low
+
+
 # References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
 # float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
 REFERENCES = {
@@ -360,6 +367,7 @@ REFERENCES = {
     "avg_pool2d": _avg_pool2d_ref,
     "adaptive_avg_pool2d": _adaptive_avg_pool2d_ref,
     "conv_transpose2d": _conv_transpose2d_ref,
+    "rand": _rand_ref,
 }
 
 

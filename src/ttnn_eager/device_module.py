@@ -103,14 +103,33 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
-# torch.manual_seed() calls torch.<backend>.manual_seed_all(). Random tensors for a ttnn device are drawn
-# from the CPU generator (so they equal the CPU's under the same seed), which torch.manual_seed seeds.
+# torch.manual_seed() calls torch.<backend>.manual_seed_all(). Random factories for a ttnn device
+# (torch.rand(..., device="ttnn")) are drawn from the CPU generator, so they equal the CPU's under the same
+# seed. Dropout draws its masks on the device (ttnn.rand) from this device-side generator: a seed and a
+# counter of draws, like CUDA's Philox seed and offset. The same torch.manual_seed gives the same masks.
+_generator = {"seed": None, "offset": 0}
+
+
 def manual_seed(seed) -> None:
-    pass
+    _generator["seed"], _generator["offset"] = int(seed) & 0xFFFF_FFFF_FFFF_FFFF, 0
 
 
 def manual_seed_all(seed) -> None:
-    pass
+    manual_seed(seed)
+
+
+def initial_seed() -> int:
+    if _generator["seed"] is None:
+        manual_seed(torch.initial_seed())
+    return _generator["seed"]
+
+
+def next_seed() -> int:
+    """The seed of the next device-side random draw (ttnn.rand's uint32 seed; never 0)."""
+    seed = initial_seed()
+    _generator["offset"] += 1
+    mixed = (seed * 0x9E3779B97F4A7C15 + _generator["offset"] * 0xBF58476D1CE4E5B9) % (2**32 - 1)
+    return mixed + 1
 
 
 def get_amp_supported_dtype():

@@ -381,8 +381,11 @@ def _run_derived(func, functional, args, kwargs):
         result = dispatch(functional, args, fkwargs)
         targets = [kwargs[n] for n in out_names]
     else:
+        target = args[0]
+        if isinstance(target, TtnnTensor) and target.requires_grad and target.is_leaf:
+            layout.train_storage(target._handle)  # an optimizer update (the precision policy: layout.py)
         result = dispatch(functional, args, fkwargs)
-        targets = [args[0]]
+        targets = [target]
     results = result if isinstance(result, (list, tuple)) else [result]
     for t, r in zip(targets, results):
         if not isinstance(t, TtnnTensor):

@@ -26,6 +26,21 @@ Storage (at upload, `storage_for`):
                      finite value, not rounded to infinity: a softmax over a row masked entirely with it then
                      stays finite, as in float32 on the CPU
 
+Training (configure(train_dtype=...), docs/training.md). bfloat16 has an 8-bit mantissa: an update smaller
+than ~2^-8 of a weight (lr * grad, a momentum's (1 - beta) * g) rounds away, and Adam's second moment would
+never decay (v * 0.999 == v in bfloat16). So with train_dtype="float32" (the default):
+    trainable parameters   a float32 tensor that requires grad and is written in place (an optimizer update:
+                           PyTorch allows in-place writes into such leaves only under no_grad) is widened to
+                           float32 storage first, exactly, and stays float32; the update is then computed in
+                           float32 (PROMOTE meets a float32 operand). Until its first update a parameter keeps
+                           its upload storage, so inference (model.to("ttnn:0") with no optimizer) is unchanged
+    optimizer states       tensors made like a trainable parameter (zeros_like / ones_like / full_like /
+                           empty_like: Adam's exp_avg and exp_avg_sq, SGD's momentum buffer made from it) are
+                           float32
+    gradients              as the backward computes them: bfloat16 storage of a float32 tensor (the backward
+                           is bfloat16 matmuls); the states and parameters they update are float32
+train_dtype="bfloat16" keeps everything bfloat16 (half the memory; small updates are lost).
+
 Needs (declared by each lowering per argument, applied by `ensure` before the lowering runs):
     ANY         as it is
     TILE        TILE layout, dtype kept
@@ -34,7 +49,8 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     SIGNED      TILE layout; uint32 converted to int32 (ops that may produce negative values)
     (scatter)   ttnn.scatter takes TILE, but float32 only ROW_MAJOR (scatter_layout)
     INDEX       uint32, any layout (embedding and gather indices)
-    TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once)
+    TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once; a float32 table -- a trained
+                one -- is copied to bfloat16 at each lookup)
 Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering whose ttnn op takes one):
     kind        ttnn ops                          math_fidelity  fp32_dest_acc  math_approx
     matmul      matmul, linear                    HiFi2          True           False
@@ -193,6 +209,34 @@ def is_kernel_weight(value: torch.Tensor) -> bool:
             and value.shape[-2] < api.TILE_SIZE)
 
 
+_TRAINABLE = weakref.WeakSet()  # handles of parameters that require grad (uploaded, or written in place)
+
+
+def is_trainable(value: torch.Tensor) -> bool:
+    return isinstance(value, torch.nn.Parameter) and value.requires_grad and value.dtype == torch.float32
+
+
+def train_storage(h: api.Handle) -> api.Handle:
+    """A trainable parameter about to be updated in place: widened to float32 storage (exact, in place) under
+    train_dtype="float32", so that the update is computed and kept in float32."""
+    _TRAINABLE.add(h)
+    if config.settings["train_dtype"] == "float32" and h.tt is not None and h.tt_dtype != api.FLOAT32 \
+            and h.dtype == torch.float32:
+        _relayout(h, api.TILE)
+        new = _typecast(h, api.FLOAT32)
+        h.tt, h.shadow = new.tt, new.shadow
+    return h
+
+
+def storage_like(h: api.Handle, dtype: torch.dtype, nonnegative: bool = False):
+    """(device dtype, layout) of a tensor of `dtype` made like h (zeros_like, ...): float32 for float32
+    tensors made like a trainable parameter (optimizer states) under train_dtype="float32", else
+    storage_for(dtype)."""
+    if dtype == torch.float32 and h in _TRAINABLE and config.settings["train_dtype"] == "float32":
+        return api.FLOAT32, api.TILE
+    return storage_for(dtype, nonnegative)
+
+
 def to_device(value: torch.Tensor, index: int) -> api.Handle:
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
     bounds = None
@@ -205,7 +249,10 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
         layout = api.ROW_MAJOR
     elif value.dtype == torch.float32 and tt_dtype != api.FLOAT32:
         value = _saturated(value)
-    return api.upload(value, tt_dtype, layout, index, bounds=bounds)
+    h = api.upload(value, tt_dtype, layout, index, bounds=bounds)
+    if is_trainable(value):
+        _TRAINABLE.add(h)
+    return h
 
 
 def _saturated(value: torch.Tensor) -> torch.Tensor:
@@ -260,7 +307,7 @@ def satisfies(tt, need: Need) -> bool:
     kind = need.dtype
     return (kind == "keep" or kind == "promote" or kind == "float" and is_float(tt.dtype)
             or kind == "signed" and tt.dtype != api.UINT32 or kind == "uint32" and tt.dtype == api.UINT32
-            or kind == "bfloat16" and tt.dtype != api.BFLOAT8_B)
+            or kind == "bfloat16" and tt.dtype == api.BFLOAT16)
 
 
 def ensure(h: api.Handle, need: Need) -> api.Handle:
@@ -279,6 +326,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     elif need.dtype == "bfloat16" and h.tt_dtype == api.BFLOAT8_B:  # widening: exact, so in place
         new = _typecast(h, api.BFLOAT16)
         h.tt, h.shadow = new.tt, new.shadow
+    elif need.dtype == "bfloat16" and h.tt_dtype != api.BFLOAT16:  # a float32 table (trained): a bfloat16 copy
+        h = _typecast(ensure(h, TILE), api.BFLOAT16)
     _relayout(h, need.layout)
     return h
 

@@ -193,6 +193,24 @@ def clamp_max(x, max):
     return clamp(x, max=max)
 
 
+def _clamp_by(compare: str, x, bound):
+    dtype = result_dtype(x, bound)
+    x, bound = _fit(dtype, "where", x, bound)
+    check_broadcast(x.shape, bound.shape)
+    return api.run("where", api.run(compare, x, bound, dtype=api.BFLOAT16, out_dtype=torch.bool), bound, x,
+                   out_dtype=dtype)
+
+
+@lowering(aten.clamp_min.Tensor, ttnn=["lt", "where"], needs=PROMOTE, notes="where(x < min, min, x), broadcast")
+def clamp_min_tensor(x, min):
+    return _clamp_by("lt", x, min)
+
+
+@lowering(aten.clamp_max.Tensor, ttnn=["gt", "where"], needs=PROMOTE, notes="where(x > max, max, x), broadcast")
+def clamp_max_tensor(x, max):
+    return _clamp_by("gt", x, max)
+
+
 # ----------------------------------------------------------------------------------------------- comparisons
 def _compare(name: str, ttnn_op: str, *ops):
     @lowering(*ops, ttnn=[ttnn_op], needs=PROMOTE, notes="bool result stored as bfloat16 0/1")

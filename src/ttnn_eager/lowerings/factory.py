@@ -22,9 +22,12 @@ def _dtype(dtype):
     return torch.get_default_dtype() if dtype is None else dtype
 
 
-def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
+def full_handle(shape, value, dtype: torch.dtype, index: int, like: api.Handle | None = None) -> api.Handle:
+    """A constant on the device; `like`: the tensor it is made like (its storage may follow: layout.storage_like)."""
     policy.check_dtype(dtype)
-    tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=not isinstance(value, bool) and value >= 0)
+    nonnegative = not isinstance(value, bool) and value >= 0
+    tt_dtype, tt_layout = (policy.storage_for(dtype, nonnegative) if like is None
+                           else policy.storage_like(like, dtype, nonnegative))
     shape = tuple(shape)
     if 0 in shape:  # no elements: nothing for ttnn.full to make
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
@@ -74,17 +77,17 @@ def empty_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memo
 
 @lowering(aten.zeros_like.default, ttnn=["full"])
 def zeros_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return full_handle(x.shape, 0, *_like(x, dtype, device))
+    return full_handle(x.shape, 0, *_like(x, dtype, device), like=x)
 
 
 @lowering(aten.ones_like.default, ttnn=["full"])
 def ones_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return full_handle(x.shape, 1, *_like(x, dtype, device))
+    return full_handle(x.shape, 1, *_like(x, dtype, device), like=x)
 
 
 @lowering(aten.full_like.default, ttnn=["full"])
 def full_like(x, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return full_handle(x.shape, fill_value, *_like(x, dtype, device))
+    return full_handle(x.shape, fill_value, *_like(x, dtype, device), like=x)
 
 
 @lowering(aten.new_zeros.default, ttnn=["full"])
