@@ -42,6 +42,7 @@ from . import config, counters
 from . import device_api as api
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+BFLOAT16_MAX = float(torch.finfo(torch.bfloat16).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +114,18 @@ def to_device(value: torch.Tensor, index: int) -> api.Handle:
         tt_dtype = api.BFLOAT8_B
     if value.numel() == 0:
         layout = api.ROW_MAJOR
+    elif tt_dtype != api.FLOAT32 and value.dtype == torch.float32:
+        value = _saturated(value)
     return api.upload(value, tt_dtype, layout, index, bounds=bounds)
+
+
+def _saturated(value: torch.Tensor) -> torch.Tensor:
+    """float32 values stored as bfloat16: finite ones beyond bfloat16's range become its largest finite
+    value (see finite_scalar), infinities stay."""
+    big = value.abs() > BFLOAT16_MAX
+    if not bool(big.any()):
+        return value
+    return torch.where(big & value.isfinite(), value.sign() * BFLOAT16_MAX, value)
 
 
 def materialize(h: api.Handle) -> api.Handle:
@@ -183,6 +195,23 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
 def to_float32(h: api.Handle) -> api.Handle:
     """h computed in float32 on the device (a new handle), for ops whose result bfloat16 would change."""
     return _typecast(ensure(h, TILE), api.FLOAT32)
+
+
+def finite_scalar(value: float) -> float:
+    """A float scalar for an op whose result the device stores as bfloat16: a finite value beyond
+    bfloat16's range (torch.finfo(torch.float32).min, the attention masks' "minus infinity") saturates to
+    bfloat16's largest finite value instead of rounding to an infinity, so that a fully masked softmax row
+    stays uniform as on the CPU (an infinity there would give NaN). Exact under float32 storage."""
+    if abs(value) > BFLOAT16_MAX and value not in (float("inf"), float("-inf")) \
+            and float_device_dtype() != api.FLOAT32:
+        return BFLOAT16_MAX if value > 0 else -BFLOAT16_MAX
+    return value
+
+
+def as_integer(h: api.Handle, tt_dtype=api.INT32) -> api.Handle:
+    """h (bool, stored bfloat16 0/1, or integer) in integer device dtype `tt_dtype` (int32 or uint32), TILE:
+    for bitwise ops and integer results of index ops (ttnn's uint16 indices)."""
+    return _typecast(ensure(h, TILE), tt_dtype)
 
 
 def signed(h: api.Handle) -> api.Handle:

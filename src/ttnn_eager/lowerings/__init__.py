@@ -8,7 +8,9 @@ from . import (  # noqa: F401
     factory,
     indexing,
     matmul,
+    math,
     normalization,
     reduction,
+    search,
     views,
 )

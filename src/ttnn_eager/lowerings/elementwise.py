@@ -18,7 +18,9 @@ aten = torch.ops.aten
 
 
 def _scalar(v):
-    return float(v) if isinstance(v, (bool, float)) else v
+    if isinstance(v, float):
+        return policy.finite_scalar(v)
+    return float(v) if isinstance(v, bool) else v
 
 
 def _fit(out_dtype: torch.dtype, op: str, a, b):
@@ -187,7 +189,7 @@ def _integers(a, b):
     int32 0/1; uint32 meets int32 as int32), with no detour through bfloat16."""
     hs = [x for x in (a, b) if is_handle(x)]
     target = api.UINT32 if all(h.tt_dtype == api.UINT32 for h in hs) else api.INT32
-    return [policy._typecast(x, target) if is_handle(x) else x for x in (a, b)]
+    return [policy.as_integer(x, target) if is_handle(x) else x for x in (a, b)]
 
 
 def _bool_or_int(name: str, logical: str, bitwise: str, *ops):

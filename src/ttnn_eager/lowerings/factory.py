@@ -29,6 +29,8 @@ def full_handle(shape, value, dtype: torch.dtype, index: int) -> api.Handle:
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
     if dtype == torch.bool:
         value = float(bool(value))
+    elif isinstance(value, float):
+        value = policy.finite_scalar(value)  # finfo(float32).min stays finite when stored as bfloat16
     out = api.create("full", (shape,), tt_dtype, tt_layout, index, dtype, fill_value=value)
     if not dtype.is_floating_point:
         out.bounds = (int(value), int(value), True)  # a known constant
