@@ -192,6 +192,34 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     return h
 
 
+_TABLE_PARTS: "weakref.WeakKeyDictionary" = None
+
+
+def table_parts(h: api.Handle) -> list:
+    """An embedding table as ttnn.embedding takes it (ROW_MAJOR bfloat16), as a list of tables whose rows sum
+    to the table's rows: [h] itself (converted in place, see TABLE) -- or, for a float32 table (float32
+    storage), three bfloat16 tables hi + mid + lo that add up to the float32 values exactly (each part holds
+    the next 8 bits of the mantissa), built once and kept while h holds the same device tensor."""
+    global _TABLE_PARTS
+    if h.tt is None or h.tt_dtype != api.FLOAT32:
+        return [ensure(h, TABLE)]
+    if _TABLE_PARTS is None:
+        import weakref
+        _TABLE_PARTS = weakref.WeakKeyDictionary()
+    cached = _TABLE_PARTS.get(h)
+    if cached is not None and cached[0] is h.tt:
+        return cached[1]
+    parts, rest = [], ensure(h, TILE)
+    for i in range(3):
+        part = _typecast(rest, api.BFLOAT16)
+        if i < 2:
+            rest = api.run("subtract", rest, _typecast(part, api.FLOAT32))
+        _relayout(part, api.ROW_MAJOR)
+        parts.append(part)
+    _TABLE_PARTS[h] = (h.tt, parts)
+    return parts
+
+
 def to_float32(h: api.Handle) -> api.Handle:
     """h computed in float32 on the device (a new handle), for ops whose result bfloat16 would change."""
     return _typecast(ensure(h, TILE), api.FLOAT32)

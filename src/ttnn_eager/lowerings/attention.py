@@ -39,6 +39,8 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
     sk = k.shape[-2]
     if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or k.shape[1] != h or v.shape[1] != h:
         raise Unfit("head_dim not a multiple of 32, dropout, or grouped heads")
+    if any(t.tt_dtype == api.FLOAT32 for t in (q, k, v)):
+        raise Unfit("float32 inputs (float32 storage): the fused kernel takes bfloat16 only")
     if attn_mask is not None and is_causal:
         raise Unfit("mask and is_causal together")
     if attn_mask is not None:

@@ -107,9 +107,12 @@ def new_empty(x, size, *args, dtype=None, layout=None, device=None, pin_memory=N
     return api.Handle(None, None, dtype, size, index)
 
 
-@lowering(aten.scalar_tensor.default, ttnn=["from_torch"])
+@lowering(aten.scalar_tensor.default, ttnn=["full"], notes="made on the device (a Python scalar meeting a device "
+          "tensor, e.g. torch.where(mask, -inf, x)): no transfer")
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return policy.to_device(torch.scalar_tensor(s, dtype=dtype), index_of(device))
+    dtype = _dtype(dtype)
+    value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else int(s)
+    return full_handle((), value, dtype, index_of(device))
 
 
 def _host_factory(op):

@@ -52,5 +52,6 @@ def index(x, indices):
         flat = term if flat is None else api.run("add", flat, term)
     flat = reshape(expand(flat, shape), (1, math.prod(shape)))
     table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
-    rows = api.run("embedding", policy.ensure(flat, INDEX), table, layout=api.TILE, out_dtype=x.dtype)
+    from .embedding import lookup
+    rows = lookup(table, policy.ensure(flat, INDEX), x.dtype, tile_table=True)
     return reshape(rows, shape + rest)
