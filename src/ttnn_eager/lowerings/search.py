@@ -58,8 +58,10 @@ def argmax_handle(x, d=None, keepdim=False) -> api.Handle:
     if n == 0 or size == 1:  # one candidate: index 0
         from .factory import full_handle
         return full_handle(shape, 0, torch.int64, x.index)
-    out = api.run("argmax", x, out_dtype=torch.int64) if d is None else \
-        api.run("argmax", x, dim=d, keepdim=keepdim, out_dtype=torch.int64)
+    if d is None:  # over every element: a flat row (TILE inputs need a dim)
+        out = api.run("argmax", reshape(x, (1, size)), dim=-1, out_dtype=torch.int64)
+    else:
+        out = api.run("argmax", x, dim=d, keepdim=keepdim, out_dtype=torch.int64)
     return reshape(_indices(out, size), shape)
 
 

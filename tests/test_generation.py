@@ -1,0 +1,244 @@
+"""Text generation on ttnn:0 against float32 PyTorch on the CPU: the lowerings generate() needs (search,
+math, bitwise), greedy decoding equal to the CPU's tokens, per-token transfers, the family forwards, bad
+input. Tiny seeded configs from ttnn_eager.models."""
+import copy
+import math
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ttnn_eager
+from ttnn_eager import models
+
+from conftest import covers, pcc
+
+DEV = "ttnn:0"
+aten = torch.ops.aten
+FUZZ = settings(max_examples=10, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+
+
+def distinct(*shape, seed=0):
+    """Values with no ties, exact in bfloat16 (multiples of 1/8 up to 32): argmax/sort/topk are then
+    defined by the values alone."""
+    g = torch.Generator().manual_seed(seed)
+    n = shape[-1]
+    rows = [torch.randperm(n, generator=g) for _ in range(math.prod(shape[:-1]))]
+    return ((torch.stack(rows).reshape(shape).float() - n / 2) / (8 if n <= 256 else 1)).contiguous()
+
+
+def bf(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(torch.bfloat16).float()
+
+
+def ints(*shape, lo=0, hi=10, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, hi, shape, generator=g)
+
+
+def check(fn, *inputs, atol=0.02):
+    ref = fn(*inputs)
+    with ttnn_eager.strict():
+        out = fn(*[x.to(DEV) if isinstance(x, torch.Tensor) else x for x in inputs])
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    for o, r in zip(outs, refs):
+        assert o.device.type == "ttnn" and o.dtype == r.dtype and o.shape == r.shape, (o.dtype, r.dtype, o.shape, r.shape)
+        got = o.cpu()
+        if r.dtype.is_floating_point:
+            assert torch.allclose(got, r, atol=atol * max(r.abs().max().item(), 1.0), rtol=0.02), (got - r).abs().max()
+        else:
+            assert torch.equal(got, r), (got, r)
+
+
+# name -> (function, [input tuples]); the lowering guards (tests/test_ops.py) gather these
+CASES = {
+    "cos_sin": (lambda x: torch.stack([x.cos(), x.sin()]), [(bf(1, 40, 32) * 4,), (bf(7),)]),
+    "minimum_maximum": (lambda a, b: torch.stack([torch.minimum(a, b), torch.maximum(a, b)]),
+                        [(bf(3, 33), bf(33)), (bf(2, 1, 5), bf(4, 1))]),
+    "minimum_int": (lambda a, b: torch.minimum(a, b), [(ints(5, 7), ints(7, hi=5))]),
+    "tril_triu": (lambda x: torch.stack([x.tril(), x.triu(1), x.tril(-2)]), [(bf(2, 40, 40),), (bf(5, 3),)]),
+    "tril_bool": (lambda m: m.tril(), [(torch.ones(9, 9, dtype=torch.bool),)]),
+    "argmax": (lambda x: (x.argmax(-1), x.argmax(1, keepdim=True), x.argmax()), [(distinct(2, 3, 40),)]),
+    "argmin": (lambda x: x.argmin(-1), [(distinct(4, 33),)]),
+    "max_min": (lambda x: (x.max(), x.min()), [(bf(3, 33),), (ints(4, 5, lo=-9),)]),
+    "max_min_dim": (lambda x: (*x.max(-1), *x.min(0, keepdim=True)), [(distinct(5, 33),)]),
+    "topk": (lambda x: torch.topk(x, 5), [(distinct(2, 100),), (distinct(3, 33),)]),
+    "topk_smallest": (lambda x: torch.topk(x, 3, largest=False), [(distinct(2, 40),)]),
+    "sort": (lambda x: (*torch.sort(x), *torch.sort(x, descending=True)), [(distinct(2, 64),)]),
+    "sort_stable": (lambda x: torch.sort(x, stable=True, dim=-1), [(distinct(3, 33),)]),
+    "isin": (lambda a, b: (torch.isin(a, b), torch.isin(a, b, invert=True)), [(ints(3, 7), ints(3, seed=1))]),
+    "bitwise_xor": (lambda a, b: (a ^ b, aten.bitwise_xor.Scalar(a, 5)), [(ints(4, 33, hi=64), ints(33, hi=64))]),
+    "int_and_bool": (lambda i, m: (i & m, i | m, i ^ m), [(ints(2, 33, hi=2), ints(2, 33, hi=2, seed=2) > 0)]),
+    "logical_xor": (lambda a, b: torch.logical_xor(a, b), [(bf(3, 33), bf(3, 33).round())]),
+    "multinomial": (lambda p: torch.multinomial(p, 1), [(torch.softmax(bf(3, 50) * 3, -1),)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_case_matches_cpu(name):
+    fn, sets = CASES[name]
+    for inputs in sets:
+        torch.manual_seed(0)  # multinomial: one seed for both devices
+        ref = fn(*inputs)
+        torch.manual_seed(0)
+        with ttnn_eager.strict():
+            out = fn(*[x.to(DEV) for x in inputs])
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        outs = out if isinstance(out, tuple) else (out,)
+        for o, r in zip(outs, refs):
+            assert o.dtype == r.dtype and o.shape == r.shape, (name, o.dtype, r.dtype, o.shape, r.shape)
+            got = o.cpu()
+            if r.dtype.is_floating_point:
+                assert (got - r).abs().max() <= 0.02 * max(r.abs().max().item(), 1.0), name
+            else:
+                assert torch.equal(got, r), (name, got, r)
+
+
+# ----------------------------------------------------------------------------------------------- properties
+@covers(aten.cos.default, aten.sin.default, aten.minimum.default, aten.maximum.default, aten.tril.default,
+        aten.triu.default)
+@FUZZ
+@given(rows=st.sampled_from([1, 2, 31, 33]), cols=st.sampled_from([1, 5, 32, 40]),
+       diagonal=st.integers(-3, 3), seed=st.integers(0, 999))
+def test_math_ops(rows, cols, diagonal, seed):
+    x, y = bf(rows, cols, seed=seed) * 4, bf(cols, seed=seed + 1)
+    check(lambda a: torch.stack([a.cos(), a.sin()]), x)
+    check(lambda a, b: torch.stack([torch.minimum(a, b), torch.maximum(b, a)]), x, y)
+    check(lambda a, b: torch.minimum(a, b), x.long(), y.long())
+    check(lambda a: torch.stack([a.tril(diagonal), a.triu(diagonal)]), x)
+
+
+@covers(aten.argmax.default, aten.argmin.default, aten.max.default, aten.min.default, aten.max.dim,
+        aten.min.dim, aten.topk.default, aten.sort.default, aten.sort.stable)
+@FUZZ
+@given(lead=st.sampled_from([(), (1,), (3,), (2, 2)]), n=st.sampled_from([2, 31, 33, 100, 256]),
+       k=st.integers(1, 8), descending=st.booleans(), seed=st.integers(0, 999))
+def test_search_ops(lead, n, k, descending, seed):
+    x = distinct(*lead, n, seed=seed)
+    k = min(k, n)
+    d = len(lead)
+    check(lambda a: (a.argmax(-1), a.argmin(-1), a.argmax(), a.max(), a.min()), x)
+    check(lambda a: (*a.max(-1, keepdim=True), *a.min(0)), x)
+    check(lambda a: torch.topk(a, k, largest=not descending), x)
+    check(lambda a: (*torch.sort(a, descending=descending), *torch.sort(a, stable=True, dim=d)), x)
+
+
+@covers(aten.isin.Tensor_Tensor)
+@FUZZ
+@given(n=st.sampled_from([1, 3, 40]), m=st.sampled_from([1, 2, 33]), invert=st.booleans(), seed=st.integers(0, 99))
+def test_isin(n, m, invert, seed):
+    check(lambda a, b: torch.isin(a, b, invert=invert), ints(2, n, hi=60, seed=seed), ints(m, hi=60, seed=seed + 1))
+
+
+@covers(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.logical_xor.default)
+@FUZZ
+@given(shape=st.sampled_from([(1,), (3, 33), (2, 1, 40)]), seed=st.integers(0, 999))
+def test_bitwise_and_logical_mixed(shape, seed):
+    i, j = ints(*shape, hi=100, seed=seed), ints(*shape, lo=-50, hi=50, seed=seed + 1)
+    b = ints(*shape, hi=2, seed=seed + 2) > 0
+    check(lambda x, y, m: (x ^ y, x & m, y | m, x ^ m, aten.bitwise_xor.Scalar(x, 3), m ^ True), i, j, b)
+    check(lambda x, y, m: (torch.logical_xor(x, y), torch.logical_and(x.float(), m), torch.logical_or(y, m)),
+          i, j, b)
+
+
+@covers(aten.multinomial.default)
+@FUZZ
+@given(rows=st.sampled_from([1, 2, 4]), n=st.sampled_from([5, 33, 200]), samples=st.sampled_from([1, 3]),
+       seed=st.integers(0, 999))
+def test_multinomial_samples_what_the_cpu_samples(rows, n, samples, seed, restore_config):
+    """PyTorch's own algorithm with host-drawn noise: under one seed the device draws the CPU's samples
+    (float32 storage, where p / noise is computed exactly)."""
+    ttnn_eager.configure(float32_storage="float32")
+    p = torch.softmax(bf(rows, n, seed=seed) * 2, -1)
+    for gen in (None, 7):
+        def draw(probs):
+            g = torch.Generator().manual_seed(gen) if gen is not None else None
+            torch.manual_seed(seed)
+            return torch.multinomial(probs, samples, generator=g)
+        check(draw, p)
+
+
+def test_multinomial_with_replacement_falls_back_with_a_count():
+    p = torch.softmax(bf(2, 9), -1).to(DEV)
+    with ttnn_eager.record_ops() as rec, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = torch.multinomial(p, 4, replacement=True)
+    assert out.shape == (2, 4) and rec.fallbacks == {"aten.multinomial.default": 1}
+
+
+def test_finfo_min_mask_stays_finite_under_bfloat16_storage():
+    """torch.finfo(float32).min (attention masks) saturates to bfloat16's largest finite value instead of
+    -inf: a fully masked softmax row is uniform, as on the CPU, not NaN."""
+    mask = torch.tensor([[True, False, False], [False, False, False]])
+    lo = torch.finfo(torch.float32).min
+    fn = lambda m, s: torch.softmax(s + torch.where(m, torch.zeros(()), lo), -1)  # noqa: E731
+    scores = bf(2, 3)
+    ref = fn(mask, scores)
+    out = fn(mask.to(DEV), scores.to(DEV)).cpu()
+    assert not out.isnan().any() and torch.allclose(out, ref, atol=0.01)
+
+
+# ----------------------------------------------------------------------------------------------- generate()
+def _greedy(name, tokens, storage, restore_config, cache="dynamic"):
+    ttnn_eager.configure(float32_storage=storage)
+    model, fam = models.build(name)
+    ids = models.prompt_ids(model.config.vocab_size)
+    return models.compare_generate(model, ids, max_new_tokens=tokens, cache=cache, strict=True)
+
+
+def test_llama_greedy_32_tokens_equals_the_cpu_in_float32(restore_config):
+    """Rotary embeddings, RMSNorm, SwiGLU, grouped-query attention; DynamicCache; strict mode (no CPU op);
+    one device-to-host read per generated token (the stopping check), no upload."""
+    r = _greedy("llama", 32, "float32", restore_config)
+    assert r["new_tokens"] == 32 and r["exact"], (r["tokens"], r["cpu_tokens"])
+    assert r["min_step_logits_pearson"] > 0.99999 and r["steps_compared"] == 32
+    assert r["totals"]["fallbacks"] == 0
+    assert r["per_token"]["device_to_host"] == 1 and r["per_token"]["host_to_device"] == 0
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen3", "t5"])
+def test_greedy_bfloat16(name, restore_config):
+    """Default bfloat16 storage: the tokens agree with the CPU until logits nearly tie; every step's
+    logits (up to and including the first differing token) correlate >= 0.999."""
+    r = _greedy(name, 12, "bfloat16", restore_config)
+    assert r["new_tokens"] == 12 and r["totals"]["fallbacks"] == 0
+    assert r["min_step_logits_pearson"] >= 0.999, r["min_step_logits_pearson"]
+    assert r["token_agreement"] >= 0.25 and r["tokens"][0][0] == r["cpu_tokens"][0][0]
+    assert r["per_token"]["device_to_host"] == 1
+
+
+FORWARD = ["gpt2", "llama", "qwen2", "phi", "phi3", "opt", "gemma", "gemma2", "bart"]
+
+
+@pytest.mark.parametrize("name", FORWARD)
+def test_family_forward(name):
+    model, fam = models.build(name)
+    with ttnn_eager.strict():
+        r = models.compare_forward(model, fam)
+    assert r["pearson"] >= 0.999 and r["fallbacks"] == {}, r
+
+
+# ----------------------------------------------------------------------------------------------- bad input
+def test_prompt_longer_than_the_positions_is_an_index_error_naming_it():
+    model, _ = models.build("gpt2")  # 256 learned positions
+    dev = copy.deepcopy(model).to(DEV)
+    ids = models.prompt_ids(model.config.vocab_size, length=300)
+    with pytest.raises(IndexError, match="positions"), torch.no_grad():
+        dev.generate(ids.to(DEV), max_new_tokens=2, do_sample=False, pad_token_id=0)
+
+
+def test_cache_on_another_device_is_refused():
+    import transformers
+    model, _ = models.build("llama")
+    dev = copy.deepcopy(model).to(DEV)
+    ids = models.prompt_ids(model.config.vocab_size)
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values  # made on the CPU
+        assert isinstance(cache, transformers.DynamicCache)
+        with pytest.raises(RuntimeError, match="same device"):
+            dev.generate(ids.to(DEV), past_key_values=cache, max_new_tokens=2, do_sample=False, pad_token_id=0)
