@@ -224,11 +224,13 @@ def test_family_forward(name):
 
 
 # ----------------------------------------------------------------------------------------------- bad input
-def test_prompt_longer_than_the_positions_is_an_index_error_naming_it():
+def test_prompt_longer_than_the_positions_is_refused_naming_what_to_do():
     model, _ = models.build("gpt2")  # 256 learned positions
     dev = copy.deepcopy(model).to(DEV)
     ids = models.prompt_ids(model.config.vocab_size, length=300)
-    with pytest.raises(IndexError, match="positions"), torch.no_grad():
+    with pytest.raises(ValueError, match="longer than the model's 256 positions: shorten the prompt"):
+        models.compare_generate(model, ids, max_new_tokens=2, on_device=dev)
+    with pytest.raises(IndexError, match="index out of range"), torch.no_grad():  # as on the CPU
         dev.generate(ids.to(DEV), max_new_tokens=2, do_sample=False, pad_token_id=0)
 
 

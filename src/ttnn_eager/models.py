@@ -188,12 +188,32 @@ def generation_kwargs(model, max_new_tokens: int, cache: str = "dynamic", mode: 
     return kw
 
 
+def max_positions(model) -> int | None:
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    for key in ("n_positions", "max_position_embeddings"):
+        if getattr(cfg, key, None):
+            return int(getattr(cfg, key))
+    return None
+
+
+def check_length(model, prompt_len: int, max_new_tokens: int) -> None:
+    """A prompt that, with the tokens to generate, does not fit the model's positions is refused up front
+    (a learned position table would be indexed out of range: an IndexError on the CPU, unchecked reads on
+    a card, where position ids are computed on the device)."""
+    limit = max_positions(model)
+    if limit is not None and not model.config.is_encoder_decoder and prompt_len + max_new_tokens > limit:
+        raise ValueError(f"the prompt ({prompt_len} tokens) plus max_new_tokens ({max_new_tokens}) is longer "
+                         f"than the model's {limit} positions: shorten the prompt or lower max_new_tokens "
+                         f"(to at most {max(limit - prompt_len, 0)})")
+
+
 def compare_generate(model, ids: torch.Tensor, max_new_tokens: int = 32, cache: str = "dynamic",
                      mode: str = "greedy", strict: bool = False, seed: int = 0, device: str = "ttnn:0",
                      on_device=None) -> dict:
     """generate() on `device` and on the CPU (float32) from the same prompt and seed; `on_device` is the
     model already moved there (else a copy of `model` is moved)."""
     from . import runtime  # noqa: F401  (the device must exist before timing)
+    check_length(model, ids.shape[-1], max_new_tokens)
     kwargs = generation_kwargs(model, max_new_tokens, cache, mode, seed)
     torch.manual_seed(seed)
     ref = _generate(model, ids, kwargs)
@@ -214,7 +234,7 @@ def compare_generate(model, ids: torch.Tensor, max_new_tokens: int = 32, cache: 
         config.settings.update(previous)
     seq = out.sequences.cpu()
     ref_seq = ref.sequences
-    n_prompt = ids.shape[1] if not model.config.is_encoder_decoder else 0
+    n_prompt = ids.shape[1] if not model.config.is_encoder_decoder else 1  # (the decoder's start token)
     new, ref_new = seq[:, n_prompt:], ref_seq[:, n_prompt:]
     same = (new == ref_new) if new.shape == ref_new.shape else torch.zeros(1, dtype=torch.bool)
     diverged = [int(i) for i in (~same).any(0).nonzero().flatten()[:1]]

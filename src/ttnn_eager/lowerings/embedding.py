@@ -35,8 +35,10 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     rows = weight.shape[0]
     if indices.bounds is not None and (indices.bounds[0] < 0 or indices.bounds[1] >= rows):
         raise IndexError(f"index out of range in self: an embedding of {rows} rows got indices in "
-                         f"[{indices.bounds[0]}, {indices.bounds[1]}] (token ids must be in [0, {rows - 1}]; "
-                         f"check the tokenizer matches the model's vocabulary)")
+                         f"[{indices.bounds[0]}, {indices.bounds[1]}]: token ids must be in [0, {rows - 1}] (check the "
+                         f"tokenizer matches the model's vocabulary); for a table of learned positions, the "
+                         f"sequence is longer than the model's {rows} positions (shorten the prompt, or "
+                         f"lower max_new_tokens)")
     shape = list(indices.shape) + [weight.shape[-1]]
     ids = reshape(indices, (1, indices.shape.numel())) if len(indices.shape) != 2 else indices
     out = lookup(weight, ids, weight.dtype)

@@ -139,7 +139,9 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
         return policy.to_device(torch.empty(0, dtype=dtype), index_of(device))
     last = start + (n - 1) * step
     tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=min(start, last) >= 0)
-    return api.create("arange", (start, end, step), tt_dtype, tt_layout, index_of(device), dtype)
+    out = api.create("arange", (start, end, step), tt_dtype, tt_layout, index_of(device), dtype)
+    out.bounds = (min(start, last), max(start, last), True)  # known: position ids get range-checked
+    return out
 
 
 for _op in (aten.rand.default,
