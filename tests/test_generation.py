@@ -244,3 +244,50 @@ def test_cache_on_another_device_is_refused():
         assert isinstance(cache, transformers.DynamicCache)
         with pytest.raises(RuntimeError, match="same device"):
             dev.generate(ids.to(DEV), past_key_values=cache, max_new_tokens=2, do_sample=False, pad_token_id=0)
+
+
+# ----------------------------------------------------------------------------------------------- the CLI
+def _local_model_with_tokenizer(path):
+    """A tiny Llama-style model and a byte-level BPE tokenizer trained on a few sentences, saved to `path`
+    (what a model in the local cache looks like)."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models as tok_models, pre_tokenizers, trainers
+    tok = Tokenizer(tok_models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    text = ["the accelerator runs the model eagerly", "tokens come out one at a time", "hello tenstorrent"] * 20
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
+                                                eos_token="</s>")
+    fast.save_pretrained(path)
+    cfg = transformers.LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                   max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
+
+
+def test_cli_generate_text_prompt_json(tmp_path, capsys, restore_config):
+    import json
+    from ttnn_eager import cli
+    _local_model_with_tokenizer(tmp_path)
+    assert cli.main(["generate", str(tmp_path), "--prompt", "hello tenstorrent", "--max-new-tokens", "5",
+                     "--float32-storage", "float32", "--strict", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["new_tokens"] == 5 and r["exact"] and r["tokens"] == r["cpu_tokens"]
+    assert isinstance(r["text"], str) and r["text"] == r["cpu_text"]
+    assert r["tokens_per_s"] > 0 and r["host_ms_per_token"] > 0 and r["per_token"]["fallbacks"] == 0
+
+
+def test_cli_generate_refuses_bad_input(capsys):
+    from ttnn_eager import cli
+    with pytest.raises(SystemExit, match="must be token ids"):
+        cli.main(["generate", "gpt2", "--prompt", "some text"])  # no tokenizer
+    with pytest.raises(SystemExit, match="longer than the model's 256 positions"):
+        cli.main(["generate", "gpt2", "--prompt", " ".join(["5"] * 250), "--max-new-tokens", "10"])
+    with pytest.raises(SystemExit, match="unknown model 'nope'"):
+        cli.main(["generate", "nope"])
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "gpt2", "--cache", "offloaded"])  # argparse: not a choice
+    assert "invalid choice: 'offloaded'" in capsys.readouterr().err

@@ -116,7 +116,12 @@ def load(name_or_path: str, seed: int = 0):
         model, fam = build(name_or_path, seed)
         return model, fam, None, f"{name_or_path}: tiny config ({fam.model_class}) with seeded random weights"
     import transformers
-    cfg = transformers.AutoConfig.from_pretrained(name_or_path, local_files_only=True)
+    try:
+        cfg = transformers.AutoConfig.from_pretrained(name_or_path, local_files_only=True)
+    except OSError as e:
+        raise ValueError(f"unknown model {name_or_path!r}: neither a local path nor a model in the local Hugging "
+                         f"Face cache ({str(e).splitlines()[0]}), nor one of the tiny seeded configs "
+                         f"{', '.join(FAMILIES)}") from e
     auto = transformers.AutoModelForSeq2SeqLM if cfg.is_encoder_decoder else transformers.AutoModelForCausalLM
     model = auto.from_pretrained(name_or_path, local_files_only=True, dtype=torch.float32).eval()
     try:
