@@ -291,3 +291,21 @@ def test_cli_generate_refuses_bad_input(capsys):
     with pytest.raises(SystemExit):
         cli.main(["generate", "gpt2", "--cache", "offloaded"])  # argparse: not a choice
     assert "invalid choice: 'offloaded'" in capsys.readouterr().err
+
+
+def test_seeded_top_k_sampling_draws_the_cpu_tokens(restore_config):
+    """do_sample with top_k and temperature, under one torch.manual_seed: topk, softmax and multinomial on
+    the device (strict mode), and the tokens are the CPU's (float32 storage)."""
+    ttnn_eager.configure(float32_storage="float32")
+    model, _ = models.build("llama")
+    dev = copy.deepcopy(model).to(DEV)
+    ids = models.prompt_ids(model.config.vocab_size)
+    kw = dict(max_new_tokens=8, do_sample=True, top_k=20, temperature=0.8, top_p=1.0, pad_token_id=0)
+    with torch.no_grad():
+        torch.manual_seed(3)
+        ref = model.generate(ids, **kw)
+        torch.manual_seed(3)
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            out = dev.generate(ids.to(DEV), **kw)
+    assert torch.equal(out.cpu(), ref)
+    assert rec.ttnn["topk"] == 8 and rec.ttnn["argmax"] == 8 and rec.fallbacks == {}

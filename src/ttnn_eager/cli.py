@@ -195,6 +195,11 @@ def cmd_generate(args) -> int:
 
 def cmd_docs(args) -> int:
     from ttnn_eager import docs
+    if args.models:  # measured, so slow (minutes): only on request
+        import os
+        from ttnn_eager import models
+        models.write_doc(os.path.join(docs.DOCS, "models.md"))
+        return 0
     stale = docs.write_all(check=args.check)
     if stale:
         print("stale: " + ", ".join(stale) + " (run `ttnn-eager docs`)", file=sys.stderr)
@@ -240,6 +245,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_generate)
     p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
+    p.add_argument("--models", action="store_true", help="measure every Hugging Face family on the device "
+                   "and write docs/models.md (minutes)")
     p.set_defaults(fn=cmd_docs)
     args = parser.parse_args(argv)
     return args.fn(args)

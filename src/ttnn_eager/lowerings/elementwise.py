@@ -244,11 +244,20 @@ def bitwise_not(x):
 
 
 # ----------------------------------------------------------------------------------------------- selection
+def _condition(cond, *values):
+    """ttnn.where wants the condition in the values' dtype when they are float32 (float32 storage): a bool
+    condition (bfloat16 0/1) is then converted, exactly."""
+    if any(is_handle(v) and v.tt_dtype == api.FLOAT32 for v in values) and cond.tt_dtype != api.FLOAT32:
+        return policy.to_float32(cond)
+    return cond
+
+
 @lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar, ttnn=["where"],
           needs={"condition": TILE, "*": PROMOTE})
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()
     a, b = _fit(dtype, "where", a, b)
+    condition = _condition(condition, a, b)
     return api.run("where", condition, _scalar(a) if not is_handle(a) else a,
                    _scalar(b) if not is_handle(b) else b, out_dtype=dtype)
 
@@ -256,4 +265,5 @@ def where(condition, a, b):
 @lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor, ttnn=["where"], needs={"mask": TILE, "*": PROMOTE})
 def masked_fill(x, mask, value):
     x, value = _fit(x.dtype, "where", x, value)
+    mask = _condition(mask, x, value)
     return api.run("where", mask, _scalar(value) if not is_handle(value) else value, x, out_dtype=x.dtype)
