@@ -18,6 +18,10 @@ aten = torch.ops.aten
 ALLOWLIST = [
     aten.leaky_relu,
     aten.hardtanh,
+    # the gradients of views: zeros with the gradient scattered in (slice/select/diagonal_scatter)
+    aten.select_backward,
+    aten.slice_backward,
+    aten.diagonal_backward,
 ]
 
 

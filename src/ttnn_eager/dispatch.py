@@ -15,8 +15,8 @@
 
 Views: TT-NN tensors have no strides, so a view whose shape differs from its base gets its own device
 tensor. Its handle remembers how it was derived (`_finish`); when the base has been written in place
-since, the view is re-derived before use (`refresh`), and a write through such a view is refused
-(`write_into`) instead of silently missing the base.
+since, the view is re-derived before use (`refresh`), and a write through the view is scattered into the
+base (`write`, with the view op's inverse from lowerings/views.py), as PyTorch's functionalization does.
 """
 from __future__ import annotations
 
@@ -53,8 +53,7 @@ def _get(args, kwargs, where, name):
     return kwargs.get(name)
 
 
-def _device_error(a: str, b: str) -> RuntimeError:
-    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+_device_error = lowerings._common.device_mismatch
 
 
 class _Call:
@@ -135,19 +134,27 @@ def refresh(h: api.Handle) -> api.Handle:
 
 def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
-    dst = target._handle
-    if dst.source is not None:
-        raise RuntimeError(
-            "ttnn_eager: in-place write into a view whose shape differs from its base (e.g. x[0].add_(1) or "
-            "x.view(-1).zero_()) is not supported yet: TT-NN tensors have no strides, so the base would not "
-            "see the write. Write into the base, or clone() the view first.")
+    write(target._handle, h)
+    return target
+
+
+def write(dst: api.Handle, h: api.Handle) -> None:
+    """dst now holds h's value. When dst is a view with its own device tensor, the write reaches its base --
+    the view's new value scattered into the base (views.scatter_into), recursively for a view of a view --
+    and every other view of that base sees it (refresh). Note [writes through views] in lowerings/views.py."""
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() != dst.shape.numel() or h.tt is None:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
         h = lowerings.views.reshape(h, dst.shape)
-    dst.assign(layout.retag(h, dst.dtype))  # the value, and what is known of it, are h's now
+    h = layout.retag(h, dst.dtype)
+    src = dst.source
+    if src is not None:
+        base, _, fn, hargs, hkwargs, pos = src
+        refresh(base)
+        write(base, lowerings.views.scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
+        dst.source = (base, base.version, fn, hargs, hkwargs, pos)
+    dst.assign(h)  # the value, and what is known of it, are h's now
     dst.version += 1
-    return target
 
 
 def _finish(entry, result, args, kwargs, hargs, hkwargs):
@@ -324,6 +331,7 @@ def fallback(func, args, kwargs):
     cpu_args, cpu_kwargs = tree_map(to_cpu, (args, kwargs))
     out = func(*cpu_args, **cpu_kwargs)
     aliases = {ri: (where, name) for ri, where, name, is_write in _aliases(func) if is_write}
+    views = {where for ri, where, name, is_write in _aliases(func) if not is_write}
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     for i, o in enumerate(outs):
@@ -333,8 +341,37 @@ def fallback(func, args, kwargs):
                 write_into(orig, layout.to_device(o, orig._handle.index))
             outs[i] = orig
         elif isinstance(o, torch.Tensor):
-            outs[i] = TtnnTensor(layout.to_device(o, index))
+            h = layout.to_device(o.contiguous(), index)
+            if views == {0} and isinstance(args[0], TtnnTensor):  # a view op: keep it a view of its base
+                base = args[0]._handle
+                h.source = (base, base.version, _cpu_view(func), [base, *args[1:]], dict(kwargs), None if single else i)
+            outs[i] = TtnnTensor(h)
     return outs[0] if single else type(out)(outs)
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_view(func):
+    """A view op with no lowering, as a view run on the CPU: re-derived from its base when the base changes
+    (refresh), and a write through it written into its base on the CPU (its inverse, registered beside the
+    lowered views' in views.INVERSES). Both are counted fallbacks: the view's semantics survive the fallback."""
+    def view(base, *args, **kwargs):
+        counters.counts["fallbacks"] += 1
+        counters.fallback_by_op[func] += 1
+        out = func(api.download(base), *args, **kwargs)
+        if isinstance(out, (list, tuple)):
+            return [layout.to_device(o.contiguous(), base.index) for o in out]
+        return layout.to_device(out.contiguous(), base.index)
+
+    def inverse(base, value, *args, pos=None, **kwargs):
+        counters.counts["fallbacks"] += 1
+        counters.fallback_by_op[func] += 1
+        host = api.download(base).clone()
+        part = func(host, *args, **kwargs)
+        (part if pos is None else part[pos]).copy_(api.download(value))
+        return layout.to_device(host, base.index)
+
+    lowerings.views.INVERSES[view] = inverse
+    return view
 
 
 def _device_index(args, kwargs) -> int:

@@ -37,6 +37,12 @@ def ops_md() -> str:
             out.append(f"\n## {fam}\n\n| aten op | TT-NN op(s) | needs | notes |\n|---|---|---|---|\n")
         ttnn = ", ".join(f"`{t}`" for t in e.ttnn) or "(none: metadata only)"
         out.append(f"| `{e.op}` | {ttnn} | {e.need_summary()} | {e.notes} |\n")
+    from . import decompositions
+    decomposed = sorted(str(op) for op in decompositions.table() if op not in REGISTRY)
+    out.append("\n## Decomposed by PyTorch\n\nNo lowering of their own: PyTorch's decomposition "
+               "(`torch._decomp`, allowlisted in `src/ttnn_eager/decompositions.py`) turns them into lowered "
+               f"ops on the device. {len(decomposed)} overloads:\n\n")
+    out.append("".join(f"- `{op}`\n" for op in decomposed))
     return "".join(out)
 
 

@@ -26,6 +26,7 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     TILE_FLOAT  TILE layout, floating dtype (integer/bool tensors are converted to bfloat16)
     PROMOTE     TILE layout; all PROMOTE arguments of one call share a device dtype (floating if any is)
     SIGNED      TILE layout; uint32 converted to int32 (ops that may produce negative values)
+    (scatter)   ttnn.scatter takes TILE, but float32 only ROW_MAJOR (scatter_layout)
     INDEX       uint32, any layout (embedding and gather indices)
     TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once)
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
@@ -260,6 +261,30 @@ def ensure_promoted(handles: list) -> list:
         target = api.FLOAT32 if api.FLOAT32 in floats else (api.BFLOAT16 if floats else api.INT32)
         handles = [_typecast(h, target) for h in handles]
     return handles
+
+
+def for_write(base: api.Handle, value: api.Handle) -> tuple:
+    """(base, value) both TILE in one device dtype, for writing `value` into part of `base` (a scatter): the
+    value takes the base's storage (a float value is rounded as the base stores it), except that a signed
+    value makes an unsigned base signed (uint32 storage promises non-negative values)."""
+    base, value = ensure(base, TILE), ensure(value, TILE)
+    if base.tt_dtype == value.tt_dtype:
+        return base, value
+    if base.tt_dtype == api.UINT32 and not is_float(value.tt_dtype) and not (value.bounds and value.bounds[0] >= 0):
+        return _typecast(base, api.INT32), _typecast(value, api.INT32)
+    return base, _typecast(value, base.tt_dtype)
+
+
+def scatter_layout(h: api.Handle):
+    """The layout ttnn.scatter/scatter_add take for a tensor like h: TILE, except float32, which ttnn 0.81.1's
+    scatter refuses in TILE ("!(input_dtype == FLOAT32 && input_layout == TILE)"): ROW_MAJOR then."""
+    return api.ROW_MAJOR if h.tt_dtype == api.FLOAT32 else api.TILE
+
+
+def relayout(h: api.Handle, layout) -> api.Handle:
+    """h in `layout` (changed in place: lossless, so every user of h may share the converted form)."""
+    _relayout(h, layout)
+    return h
 
 
 def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:

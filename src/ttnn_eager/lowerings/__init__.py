@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     math,
     normalization,
     reduction,
+    scatter,
     search,
     views,
 )

@@ -21,6 +21,12 @@ def index_of(device) -> int:
     return current_device() if device.index is None else device.index
 
 
+def device_mismatch(a, b) -> RuntimeError:
+    """PyTorch's error for tensors of two devices in one op (a, b: devices, or ttnn device indices)."""
+    a, b = (f"ttnn:{d}" if isinstance(d, int) else str(d) for d in (a, b))
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+
+
 def dim(d: int, ndim: int) -> int:
     """A dimension index made non-negative (PyTorch's wrap rule; 0-d tensors accept 0 and -1)."""
     if 0 <= d < ndim:

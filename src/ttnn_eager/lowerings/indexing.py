@@ -15,7 +15,7 @@ from .. import device_api as api
 from .. import layout as policy
 from ..layout import ANY, INDEX, TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
-from ._common import dim
+from ._common import device_mismatch, dim
 from .views import expand, reshape
 
 aten = torch.ops.aten
@@ -34,15 +34,17 @@ def _wrapped(i: api.Handle, size: int) -> api.Handle:
     return api.run("where", negative, api.run("add", i, size), i)
 
 
-@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding"], needs=ANY,
-          notes="index tensors on leading dimensions; floating/bool tables (embedding gathers bfloat16 rows)")
-def index(x, indices):
+def flat_rows(x: api.Handle, indices: list) -> tuple:
+    """k integer index tensors on x's leading dimensions as one flat row number of x viewed as
+    [rows, rest] (sum of i_j * stride_j, negative indices wrapped), broadcast to the indices' common shape:
+    (rows handle of that shape, the shape). Indices known (from the host) to be out of range raise
+    PyTorch's IndexError."""
     k = len(indices)
-    if k == 0 or k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices) \
-            or not x.dtype.is_floating_point and x.dtype != torch.bool:
-        raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
     shape = list(torch.broadcast_shapes(*[tuple(i.shape) for i in indices]))
-    rest = list(x.shape[k:])
+    for j, i in enumerate(indices):
+        if i.bounds is not None and (i.bounds[0] < -x.shape[j] or i.bounds[1] >= x.shape[j]):
+            bad = i.bounds[1] if i.bounds[1] >= x.shape[j] else i.bounds[0]
+            raise IndexError(f"index {bad} is out of bounds for dimension {j} with size {x.shape[j]}")
     need = TILE if all(i.tt_dtype == api.UINT32 for i in indices) else policy.SIGNED  # one integer dtype
     flat = None
     for j, i in enumerate(indices):
@@ -50,7 +52,29 @@ def index(x, indices):
         i = _wrapped(policy.ensure(i, need), x.shape[j])
         term = api.run("multiply", i, stride) if stride != 1 else i
         flat = term if flat is None else api.run("add", flat, term)
-    flat = reshape(expand(flat, shape), (1, math.prod(shape)))
+    return expand(flat, shape), shape
+
+
+def device_indices(indices, index: int) -> list:
+    """Index tensors as device handles: CPU index tensors are uploaded (PyTorch lets a CPU index tensor index
+    a tensor of any device); None (a `:`) stays None."""
+    return [policy.to_device(i, index) if isinstance(i, torch.Tensor) else i for i in indices]
+
+
+@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding"], needs=ANY, mixed_devices=True,
+          notes="index tensors on leading dimensions; floating/bool tables (embedding gathers bfloat16 rows); "
+                "CPU index tensors are uploaded")
+def index(x, indices):
+    if not isinstance(x, api.Handle):
+        raise device_mismatch("cpu", next(i.index for i in indices if isinstance(i, api.Handle)))
+    indices = device_indices(indices, x.index)
+    k = len(indices)
+    if k == 0 or k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices) \
+            or not x.dtype.is_floating_point and x.dtype != torch.bool:
+        raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
+    flat, shape = flat_rows(x, indices)
+    rest = list(x.shape[k:])
+    flat = reshape(flat, (1, math.prod(shape)))
     table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
     from .embedding import lookup
     rows = lookup(table, policy.ensure(flat, INDEX), x.dtype, tile_table=True)

@@ -1,7 +1,9 @@
-"""Views and data movement: view/reshape, transpose/permute, expand, squeeze/unsqueeze, slice/select, clone.
+"""Views and data movement: view/reshape, transpose/permute, expand, squeeze/unsqueeze, slice/select, diagonal,
+clone, and the writes through views (slice_scatter, select_scatter, diagonal_scatter).
 
 TT-NN tensors have no strides, so a view whose shape differs from its base is a new device tensor (ttnn
-reshape/permute/slice): writes through such a view do not reach the base. A view with the base's shape
+reshape/permute/slice); a write through it reaches the base through the view op's inverse (Note [writes
+through views], below). A view with the base's shape
 (alias, detach, a same-shape view, expand to the same size) shares the base's handle, so in-place writes are
 seen by both. Values never change: a device tensor is never modified in place (an in-place op replaces the
 handle's tensor), which is also why clone/contiguous need no device copy.
@@ -14,7 +16,7 @@ import torch
 
 from .. import device_api as api
 from .. import layout as policy
-from ..layout import ANY, PROMOTE
+from ..layout import ANY, PROMOTE, TILE
 from ..registry import lowering
 from ._common import contiguous_shape, dim
 
@@ -156,16 +158,22 @@ def expand_op(x, size, *, implicit=False):
     return expand(x, size)
 
 
-def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle:
-    n = len(x.shape)
-    d = dim(d, n)
-    size = x.shape[d]
+def _slice_range(size: int, start, end, step: int) -> tuple:
+    """PyTorch's slice bounds: (start, end, length) clamped to a dimension of `size`."""
     start = 0 if start is None else start
     end = size if end is None else end
     start = max(0, min(size, start + size if start < 0 else start))
     end = max(start, min(size, end + size if end < 0 else end))
     if step < 1:
         raise ValueError("slice step must be positive")
+    return start, end, (end - start + step - 1) // step
+
+
+def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle:
+    n = len(x.shape)
+    d = dim(d, n)
+    size = x.shape[d]
+    start, end, _ = _slice_range(size, start, end, step)
     if start == 0 and end == size and step == 1:
         return x
     shape = list(x.shape)
@@ -231,3 +239,186 @@ def split(x, split_size, d=0):
 @lowering(aten.unbind.int, ttnn=["slice", "reshape"], needs=ANY)
 def unbind(x, d=0):
     return [select(x, d, i) for i in range(x.shape[dim(d, len(x.shape))])]
+
+
+@lowering(aten.diagonal.default, ttnn=["permute", "slice", "gather", "reshape"], needs=ANY,
+          notes="a gather of the diagonal's column indices from the band of rows it crosses")
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    m, order, (r0, c0, length) = _diagonal_frame(x, offset, dim1, dim2)
+    shape = list(m.shape[:-2]) + [length]
+    if length == 0 or x.tt is None:
+        return _without_data(x, shape)
+    band = policy.ensure(slice_handle(m, -2, r0, r0 + length), TILE)  # [..., length, cols]
+    picked = api.run("gather", band, len(m.shape) - 1, index=_diagonal_columns(band, c0), out_dtype=x.dtype)
+    return same_values(reshape(picked, shape), x, every_value=False)
+
+
+def _diagonal_frame(x: api.Handle, offset: int, dim1: int, dim2: int):
+    """x with dim1, dim2 moved last (rows, cols), the order that does it, and the diagonal's first row,
+    first column and length."""
+    n = len(x.shape)
+    d1, d2 = dim(dim1, n), dim(dim2, n)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    order = [i for i in range(n) if i not in (d1, d2)] + [d1, d2]
+    m = permute_handle(x, order)
+    r0, c0 = max(0, -offset), max(0, offset)
+    return m, order, (r0, c0, max(0, min(m.shape[-2] - r0, m.shape[-1] - c0)))
+
+
+def _diagonal_columns(band: api.Handle, c0: int) -> api.Handle:
+    """The index of the diagonal's column in each row of `band` ([..., length, cols]): [..., length, 1]."""
+    length = band.shape[-2]
+    cols = (torch.arange(length) + c0).reshape(length, 1).expand(*band.shape[:-1], 1)
+    return policy.ensure(policy.to_device(cols.contiguous(), band.index), TILE)
+
+
+# ----------------------------------------------------------------------------------------------- writes
+# Note [writes through views]
+# A view with its own device tensor remembers how it derives from its base (dispatch._finish records the view
+# lowering and its arguments). A write into such a view is a write of its base: the view's new value is
+# scattered into the base by the view op's inverse below -- what PyTorch's functionalization does with
+# slice_scatter, select_scatter and diagonal_scatter -- and every other view of that base is re-derived from
+# it on its next use (dispatch.refresh). `expand` has no inverse: PyTorch refuses writes into an expanded
+# tensor (several of its elements are one memory location), and so does scatter_into.
+INVERSES: dict = {}  # view lowering -> inverse(base, value, *view_args, pos=None, **view_kwargs) -> new base
+
+
+def _inverse_of(*view_fns):
+    def register(fn):
+        for v in view_fns:
+            INVERSES[v] = fn
+        return fn
+    return register
+
+
+def scatter_into(view_fn, base: api.Handle, value: api.Handle, args, kwargs, pos) -> api.Handle:
+    """The new value of `base` after `value` is written into its view `view_fn(base, *args, **kwargs)[pos]`."""
+    inverse = INVERSES.get(view_fn)
+    if inverse is None:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    return inverse(base, value, *args, pos=pos, **kwargs)
+
+
+def _inverse_permutation(dims, n: int) -> list:
+    inverse = [0] * n
+    for i, d in enumerate(dims):
+        inverse[dim(d, n)] = i
+    return inverse
+
+
+@_inverse_of(view, unsqueeze, squeeze)
+def _reshape_back(base, value, *args, pos=None, **kwargs):
+    return reshape(value, base.shape)
+
+
+@_inverse_of(permute)
+def _permute_back(base, value, dims, pos=None):
+    return permute_handle(value, _inverse_permutation(dims, len(base.shape)))
+
+
+@_inverse_of(transpose)
+def _transpose_back(base, value, dim0, dim1, pos=None):
+    return transpose(value, dim0, dim1)
+
+
+@_inverse_of(t)
+def _t_back(base, value, pos=None):
+    return t(value)
+
+
+@_inverse_of(slice_op)
+def _slice_back(base, value, d=0, start=None, end=None, step=1, pos=None):
+    return slice_scatter_handle(base, value, d, start, end, step)
+
+
+@_inverse_of(select)
+def _select_back(base, value, d, index, pos=None):
+    return select_scatter(base, value, d, index)
+
+
+@_inverse_of(split_with_sizes)
+def _split_with_sizes_back(base, value, sizes, d=0, pos=None):
+    start = sum(sizes[:pos])
+    return slice_scatter_handle(base, value, d, start, start + sizes[pos])
+
+
+@_inverse_of(split)
+def _split_back(base, value, split_size, d=0, pos=None):
+    start = pos * split_size
+    return slice_scatter_handle(base, value, d, start, start + value.shape[dim(d, len(base.shape))])
+
+
+@_inverse_of(unbind)
+def _unbind_back(base, value, d=0, pos=None):
+    return select_scatter(base, value, d, pos)
+
+
+@_inverse_of(diagonal)
+def _diagonal_back(base, value, offset=0, dim1=0, dim2=1, pos=None):
+    return diagonal_scatter(base, value, offset, dim1, dim2)
+
+
+def scatter_along(op: str, base: api.Handle, d: int, index: api.Handle, value: api.Handle) -> api.Handle:
+    """ttnn.<op> (scatter, scatter_add): `base` with value's elements written (added) at `index` along d, as
+    torch.scatter; the operands in the layout ttnn takes (layout.scatter_layout), the result TILE."""
+    layout = policy.scatter_layout(base)
+    out = api.run(op, policy.relayout(base, layout), d, policy.relayout(index, layout),
+                  policy.relayout(value, layout), out_dtype=base.dtype)
+    return policy.relayout(out, api.TILE)
+
+
+def slice_scatter_handle(base: api.Handle, value: api.Handle, d: int, start=None, end=None, step=1) -> api.Handle:
+    """`base` with its slice [start:end:step] along d replaced by `value` (of exactly the slice's shape)."""
+    n = len(base.shape)
+    d = dim(d, n)
+    start, end, length = _slice_range(base.shape[d], start, end, step)
+    expected = list(base.shape)
+    expected[d] = length
+    if list(value.shape) != expected:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(value.shape)}, slice size = {expected}")
+    if length == 0:
+        return base
+    base, value = policy.for_write(policy.materialize(base), policy.materialize(value))
+    if length == base.shape[d]:
+        return value
+    if step == 1:  # the part before, the value, the part after
+        parts = [p for p in (slice_handle(base, d, 0, start), value, slice_handle(base, d, end, None)) if p.shape[d]]
+        return api.run("concat", parts, dim=d, out_dtype=base.dtype)
+    where = torch.arange(start, end, step).reshape([length if i == d else 1 for i in range(n)]).expand(expected)
+    return scatter_along("scatter", base, d, policy.to_device(where.contiguous(), base.index), value)
+
+
+@lowering(aten.slice_scatter.default, ttnn=["slice", "concat", "scatter"], needs=ANY,
+          notes="step 1: concat of the parts before and after with the new slice; other steps: ttnn.scatter")
+def slice_scatter(x, src, d=0, start=None, end=None, step=1):
+    return slice_scatter_handle(x, src, d, start, end, step)
+
+
+@lowering(aten.select_scatter.default, ttnn=["slice", "concat", "reshape"], needs=ANY)
+def select_scatter(x, src, d, index):
+    n = len(x.shape)
+    d = dim(d, n)
+    size = x.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select_scatter(): index {index} out of range for tensor of size {list(x.shape)} at "
+                         f"dimension {d}")
+    index %= size
+    return slice_scatter_handle(x, unsqueeze(src, d), d, index, index + 1)
+
+
+@lowering(aten.diagonal_scatter.default, ttnn=["permute", "slice", "scatter", "concat"], needs=ANY)
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    m, order, (r0, c0, length) = _diagonal_frame(x, offset, dim1, dim2)
+    shape = list(m.shape[:-2]) + [length]
+    if list(src.shape) != shape:
+        raise RuntimeError(f"expected src to have a size equal to the diagonal of self. src size = "
+                           f"{list(src.shape)}, diagonal size = {shape}")
+    if length == 0:
+        return x
+    band = slice_handle(policy.materialize(m), -2, r0, r0 + length)
+    band, column = policy.for_write(band, reshape(src, shape + [1]))
+    band = scatter_along("scatter", band, len(m.shape) - 1, _diagonal_columns(band, c0), column)
+    return permute_handle(slice_scatter_handle(m, band, -2, r0, r0 + length), _inverse_permutation(order, len(order)))

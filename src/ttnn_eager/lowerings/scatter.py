@@ -1,0 +1,259 @@
+"""Indexing assignment: index_put (`x[i] = v`, `x[mask] = v`), index_copy, index_fill, masked_scatter, scatter,
+scatter_add, scatter_reduce(sum). The in-place forms (`index_put_`, `scatter_`, ...) run these and write the
+result into the tensor (dispatch), through views too (Note [writes through views] in views.py).
+
+Two device routes, both without reading the device:
+- rows: integer index tensors (after any leading `:`) fold into one flat row number of x viewed as
+  [rows, rest] (indexing.flat_rows); the values, broadcast to [n, rest], go in with ttnn.scatter (or
+  ttnn.scatter_add when accumulating) along the rows. Leading `:` dimensions are permuted behind the indexed
+  ones first and back after.
+- masks: a bool mask selects elements; values that broadcast over the selection are a ttnn.where; values
+  given one per selected row (masked_scatter) are gathered by the running count of the mask (ttnn.cumsum in
+  int32) and then a ttnn.where. Only there PyTorch's count check needs the number of selected elements, and
+  only when the source could be too short is it read from the device.
+
+Index tensors uploaded from the host are range-checked (IndexError, as PyTorch) from their known bounds;
+indices computed on the device are clamped into range instead, so a bad index can never address memory
+outside the tensor (PyTorch's CUDA backend asserts on the device there).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import ANY, TILE
+from ..registry import Unfit, lowering
+from ._common import device_mismatch, dim, is_handle
+from .indexing import device_indices, flat_rows
+from .views import expand, permute_handle, reshape, scatter_along, slice_handle
+
+aten = torch.ops.aten
+
+
+def _constant(value, like: api.Handle) -> api.Handle:
+    """A Python scalar (or a 0-d device tensor) as a 0-d device tensor of like's dtype."""
+    from .factory import cast, full_handle
+    if is_handle(value):
+        return cast(value, like.dtype)
+    return full_handle((), value, like.dtype, like.index)
+
+
+def _broadcast_error(values: api.Handle, shape) -> RuntimeError:
+    return RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                        f"indexing result of shape {list(shape)}")
+
+
+def _expand_values(values: api.Handle, shape) -> api.Handle:
+    try:
+        torch.broadcast_shapes(tuple(values.shape), tuple(shape))
+    except RuntimeError:
+        raise _broadcast_error(values, shape) from None
+    if len(values.shape) > len(shape):
+        if any(s != 1 for s in values.shape[:len(values.shape) - len(shape)]):
+            raise _broadcast_error(values, shape)
+        values = reshape(values, values.shape[len(values.shape) - len(shape):])
+    return expand(values, shape)
+
+
+def _in_range(rows: api.Handle, n: int) -> api.Handle:
+    """Row numbers clamped into [0, n) unless known to be there (device-computed indices: see the docstring)."""
+    if rows.bounds is not None:
+        return rows
+    return api.run("clamp", policy.signed(rows), min=0, max=n - 1)
+
+
+def _put_rows(x: api.Handle, indices: list, values: api.Handle, accumulate: bool) -> api.Handle:
+    """x[i_0, ..., i_k-1] = values (or +=) for integer index tensors on x's leading dimensions."""
+    k = len(indices)
+    rows_of, shape = flat_rows(x, indices)
+    rest = list(x.shape[k:])
+    n_rows, width, n = math.prod(x.shape[:k]), math.prod(rest), math.prod(shape)
+    values = _expand_values(values, shape + rest)
+    if n == 0 or x.shape.numel() == 0:
+        return x
+    table, values = policy.for_write(reshape(x, (n_rows, width)), reshape(values, (n, width)))
+    where = expand(reshape(_in_range(rows_of, n_rows), (n, 1)), (n, width))
+    out = scatter_along("scatter_add" if accumulate else "scatter", table, 0, where, values)
+    return reshape(out, x.shape)
+
+
+def _put_mask(x: api.Handle, mask: api.Handle, values: api.Handle, accumulate: bool) -> api.Handle:
+    """x[mask] = values (or +=) for a bool mask over x's leading dimensions."""
+    m = len(mask.shape)
+    if tuple(mask.shape) != tuple(x.shape[:m]):
+        bad = next((i for i in range(m) if i >= len(x.shape) or mask.shape[i] != x.shape[i]), 0)
+        raise IndexError(f"The shape of the mask {list(mask.shape)} at index {bad} does not match the shape of "
+                         f"the indexed tensor {list(x.shape)} at index {bad}")
+    rest = list(x.shape[m:])
+    full_mask = expand(reshape(mask, list(mask.shape) + [1] * len(rest)), x.shape)
+    per_row = len(values.shape) > len(rest) and values.shape[len(values.shape) - len(rest) - 1] != 1
+    if per_row:  # one value row per selected row: PyTorch's masked_scatter, with its count checked
+        source = values
+        selected = _count(mask)
+        if tuple(source.shape) != tuple([selected] + rest):
+            raise _broadcast_error(source, [selected] + rest)
+        spread = _spread(x, full_mask, source)
+    else:
+        spread = _expand_values(values, rest) if rest else _expand_values(values, [])
+        spread = expand(spread, x.shape)
+    x, spread = policy.for_write(x, spread)
+    if accumulate:
+        return api.run("add", x, api.run("where", full_mask, spread, 0.0 if x.dtype.is_floating_point else 0),
+                       out_dtype=x.dtype)
+    return api.run("where", full_mask, spread, x, out_dtype=x.dtype)
+
+
+def _count(mask: api.Handle) -> int:
+    """How many elements of a bool mask are set: from its known bounds, else read from the device."""
+    from .reduction import sum_
+    b = mask.bounds
+    if b is not None and b[2] and b[0] == b[1]:
+        return mask.shape.numel() if b[0] else 0
+    return int(api.download(sum_(policy.ensure(mask, TILE))).item())
+
+
+def _spread(x: api.Handle, full_mask: api.Handle, source: api.Handle) -> api.Handle:
+    """The source's elements laid out at the set positions of full_mask (x's shape), in order: the running
+    count of the mask (int32 cumsum, exact) picks each position's source element."""
+    numel = x.shape.numel()
+    flat_mask = reshape(policy.ensure(full_mask, TILE), (1, numel))
+    running = api.run("cumsum", policy.retag(flat_mask, torch.int32), 1, out_dtype=torch.int32)
+    pick = api.run("clamp", api.run("subtract", running, 1), min=0, max=max(source.shape.numel() - 1, 0))
+    flat_source = reshape(policy.ensure(source, TILE), (1, source.shape.numel()))
+    picked = api.run("gather", flat_source, 1, index=policy.ensure(pick, policy.INDEX), out_dtype=source.dtype)
+    return reshape(picked, x.shape)
+
+
+def _indexed_first(x: api.Handle, indices: list) -> tuple:
+    """indices = [None] * p + k index tensors: the permutation that brings the indexed dimensions first
+    (None when p == 0), refusing index patterns other than that (Unfit)."""
+    p = 0
+    while p < len(indices) and indices[p] is None:
+        p += 1
+    tensors = indices[p:]
+    if not tensors or any(i is None for i in tensors) or p + len(tensors) > len(x.shape):
+        raise Unfit("index tensors must follow any leading ':' without gaps")
+    if p == 0:
+        return tensors, None, p
+    k = len(tensors)
+    order = list(range(p, p + k)) + list(range(p)) + list(range(p + k, len(x.shape)))
+    return tensors, order, p
+
+
+@lowering(aten.index_put.default, aten._unsafe_index_put.default,
+          ttnn=["scatter", "scatter_add", "where", "cumsum", "gather"], needs=ANY, mixed_devices=True,
+          notes="integer indices after any leading ':' (ttnn.scatter of rows), or one bool mask over leading "
+                "dimensions (ttnn.where); other patterns run on the CPU fallback; CPU index tensors are uploaded")
+def index_put(x, indices, values, accumulate=False):
+    if not is_handle(x):
+        raise device_mismatch("cpu", next(i.index for i in indices if is_handle(i)))
+    if isinstance(values, torch.Tensor) and values.dim():
+        raise device_mismatch(x.index, values.device)
+    if isinstance(values, torch.Tensor):  # a 0-d CPU tensor: its value
+        values = values.item()
+    x = policy.materialize(x)
+    indices = device_indices(indices, x.index)
+    while indices and indices[-1] is None:
+        indices.pop()
+    if not is_handle(values):
+        values = _constant(values, x)
+    if not indices:  # x[...] = values
+        x, values = policy.for_write(x, _expand_values(values, x.shape))
+        return api.run("add", x, values, out_dtype=x.dtype) if accumulate else policy.retag(values, x.dtype)
+    masks = [i for i in indices if i is not None and i.dtype in (torch.bool, torch.uint8)]
+    if masks:
+        if len(indices) != 1:
+            raise Unfit("a bool mask beside other indices")
+        return _put_mask(x, indices[0], values, accumulate)
+    tensors, order, p = _indexed_first(x, indices)
+    if order is None:
+        return _put_rows(x, tensors, values, accumulate)
+    # x[:, ..., i] = v: the indexed dimensions first, the values' likewise, and back
+    shape = list(torch.broadcast_shapes(*[tuple(i.shape) for i in tensors]))
+    r = len(shape)
+    result_shape = list(x.shape[:p]) + shape + list(x.shape[p + len(tensors):])
+    values = _expand_values(values, result_shape)
+    values = permute_handle(values, list(range(p, p + r)) + list(range(p)) + list(range(p + r, len(result_shape))))
+    out = _put_rows(permute_handle(x, order), tensors, values, accumulate)
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return permute_handle(out, inverse)
+
+
+@lowering(aten.index_copy.default, ttnn=["scatter"], needs=ANY)
+def index_copy(x, d, index, source):
+    d = dim(d, len(x.shape))
+    if len(index.shape) > 1:
+        raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got {})".format(len(index.shape)))
+    expected = list(x.shape)
+    if len(x.shape):
+        expected[d] = index.shape.numel()
+    if list(source.shape) != expected and source.shape.numel() != math.prod(expected):
+        raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+                           f"slice shape: {expected} and source slice shape: {list(source.shape)}")
+    return index_put(x, [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected))
+
+
+@lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, ttnn=["scatter"], needs=ANY)
+def index_fill(x, d, index, value):
+    d = dim(d, len(x.shape))
+    return index_put(x, [None] * d + [reshape(index, (index.shape.numel(),))], _constant(value, x))
+
+
+@lowering(aten.masked_scatter.default, ttnn=["cumsum", "gather", "where"], needs=ANY,
+          notes="the running count of the mask (int32 cumsum) picks each set position's source element")
+def masked_scatter(x, mask, source):
+    shape = torch.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
+    x = expand(policy.materialize(x), shape)
+    full_mask = expand(mask, shape)
+    if source.shape.numel() < x.shape.numel() and _count(full_mask) > source.shape.numel():
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    if x.shape.numel() == 0:
+        return x
+    x, spread = policy.for_write(x, _spread(x, full_mask, source))
+    return api.run("where", full_mask, spread, x, out_dtype=x.dtype)
+
+
+def _scatter(op: str, x, d, index, src):
+    """torch.scatter / scatter_add: src's leading part (index's shape) written (added) into x at index along d."""
+    n = len(x.shape)
+    d = dim(d, n)
+    if len(index.shape) != max(n, 1) and index.shape.numel():
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if index.shape.numel() == 0:
+        return x
+    if n == 0:
+        return policy.for_write(x, src if is_handle(src) else _constant(src, x))[1]
+    if index.bounds is not None and (index.bounds[0] < 0 or index.bounds[1] >= x.shape[d]):
+        raise RuntimeError(f"index {index.bounds[1] if index.bounds[1] >= x.shape[d] else index.bounds[0]} is out "
+                           f"of bounds for dimension {d} with size {x.shape[d]}")
+    if is_handle(src):
+        for i in range(n):
+            src = slice_handle(src, i, 0, index.shape[i])
+    else:
+        src = expand(_constant(src, x), index.shape)
+    index = _in_range(index, x.shape[d])
+    x, src = policy.for_write(policy.materialize(x), src)
+    return scatter_along(op, x, d, index, src)
+
+
+@lowering(aten.scatter.src, aten.scatter.value, ttnn=["scatter"], needs=ANY)
+def scatter(x, d, index, src):
+    return _scatter("scatter", x, d, index, src)
+
+
+@lowering(aten.scatter_add.default, ttnn=["scatter_add"], needs=ANY)
+def scatter_add(x, d, index, src):
+    return _scatter("scatter_add", x, d, index, src)
+
+
+@lowering(aten.scatter_reduce.two, ttnn=["scatter_add"], needs=ANY,
+          notes="reduce='sum' with include_self=True (ttnn's scatter has no other reduction); else the fallback")
+def scatter_reduce(x, d, index, src, reduce, *, include_self=True):
+    if reduce != "sum" or not include_self:
+        raise Unfit(f"scatter_reduce reduce={reduce!r} include_self={include_self}")
+    return _scatter("scatter_add", x, d, index, src)

@@ -1,0 +1,305 @@
+"""PyTorch's view semantics on a device without strides: writes through every view reach the base, and every
+other live view of that base sees them (in no_grad, inference_mode and with autograd recording, whose
+gradients stay right); indexing assignment (index_put_, index_copy_, index_fill_, masked_scatter_, scatter_*).
+Everything against PyTorch on the CPU, in strict mode (on the device, no fallback)."""
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings, HealthCheck
+from hypothesis import strategies as st
+
+import ttnn_eager
+
+from conftest import covers
+
+DEV = "ttnn:0"
+aten = torch.ops.aten
+
+# view name -> a function of the base (4, 6, 5): the view (every view op the backend has; expand is read-only)
+VIEWS = {
+    "slice": lambda x: x[1:3],
+    "slice_step": lambda x: x[:, ::2],
+    "narrow": lambda x: x.narrow(2, 1, 3),
+    "select": lambda x: x[2],
+    "int_index": lambda x: x[:, -1],
+    "view": lambda x: x.view(-1),
+    "reshape": lambda x: x.reshape(24, 5),
+    "transpose": lambda x: x.transpose(0, 2),
+    "permute": lambda x: x.permute(1, 2, 0),
+    "t": lambda x: x[0].t(),
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "squeeze": lambda x: x[:, :1].squeeze(1),
+    "diagonal": lambda x: x.diagonal(1, 1, 2),
+    "split": lambda x: x.split(2, 1)[1],
+    "chunk": lambda x: x.chunk(2, 0)[1],
+    "unbind": lambda x: x.unbind(2)[3],
+    "view_of_view": lambda x: x[1:].transpose(0, 1)[2],
+}
+
+# write name -> a function writing into the view v (other: a device tensor of v's shape)
+WRITES = {
+    "inplace": lambda v, other: v.mul_(2).add_(other),
+    "copy_": lambda v, other: v.copy_(other),
+    "fill_": lambda v, other: v.fill_(-3.5),
+    "zero_": lambda v, other: v.zero_(),
+    "out=": lambda v, other: torch.add(other, 1.5, out=v),
+}
+
+
+def _base():
+    return torch.arange(120.0).reshape(4, 6, 5) / 8
+
+
+def _check(name, write, grad_mode):
+    """Write through the view on the CPU and the device; compare the base, the view and another live view."""
+    results = []
+    for device in ("cpu", DEV):
+        try:
+            results.append(_write(name, write, grad_mode, device))
+        except RuntimeError as e:  # what PyTorch refuses (out= with autograd) the device refuses alike
+            results.append(type(e))
+    if results[0] is RuntimeError or results[1] is RuntimeError:
+        assert results[0] is results[1], results
+        return
+    (cpu, cpu_grad), (dev, dev_grad) = results
+    for what, a, b in zip(("base", "view", "other view"), cpu, dev):
+        assert a.shape == b.shape, what
+        torch.testing.assert_close(b, a, atol=0.07, rtol=0.01, msg=lambda m: f"{what}: {m}")
+    if cpu_grad is not None:
+        torch.testing.assert_close(dev_grad, cpu_grad, atol=0.02, rtol=0.01)
+
+
+def _write(name, write, grad_mode, device):
+    leaf = _base().to(device).requires_grad_(grad_mode == "autograd")
+    ctx = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}.get(grad_mode)
+    with (ctx() if ctx else torch.enable_grad()), ttnn_eager.strict():
+        base = leaf * 1  # not a leaf: autograd allows writes into its views
+        view = VIEWS[name](base)
+        witness = base[:, 1:4]  # another live view of the same base
+        other = (torch.arange(view.numel(), dtype=torch.float32).reshape(view.shape) / 4).to(device)
+        WRITES[write](view, other)
+        out = (base.detach().cpu(), view.detach().cpu(), witness.detach().cpu())
+        grad = None
+        if grad_mode == "autograd":
+            (base * torch.linspace(-1, 1, base.numel()).reshape(base.shape).to(device)).sum().backward()
+            grad = leaf.grad.cpu()
+    return out, grad
+
+
+@pytest.mark.parametrize("grad_mode", ["no_grad", "inference_mode", "autograd"])
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_writes_through_views_reach_the_base_and_other_views(name, write, grad_mode):
+    _check(name, write, grad_mode)
+
+
+def test_the_user_lines_of_the_issue():
+    """x[0] = 5.0, x[:, 1] = 0, x[0].add_(1), x.view(-1).zero_() (all refused before) are PyTorch's."""
+    for device in ("cpu", DEV):
+        x = _base().to(device)
+        x[0] = 5.0
+        x[:, 1] = 0
+        x[0].add_(1)
+        y = x.clone()
+        y.view(-1).zero_()
+        if device == "cpu":
+            ref = (x.clone(), y.clone())
+    assert torch.equal(x.cpu(), ref[0]) and torch.equal(y.cpu(), ref[1])
+
+
+def test_views_see_base_updates():
+    base_cpu = _base()
+    base = base_cpu.to(DEV)
+    views = {name: (fn(base), fn(base_cpu)) for name, fn in VIEWS.items()}
+    base.mul_(2).add_(1)
+    base_cpu.mul_(2).add_(1)
+    for name, (v, ref) in views.items():
+        assert torch.equal(v.cpu(), ref), name
+
+
+def test_expand_stays_read_only_as_in_pytorch():
+    for device in ("cpu", DEV):
+        x = torch.ones(1, 6, device=device)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            x.expand(3, 6).add_(1)
+        assert torch.equal(x.cpu(), torch.ones(1, 6))
+
+
+def test_a_view_op_without_lowering_stays_a_view_through_the_fallback():
+    """unfold has no lowering: it runs on the CPU fallback, and its result still behaves as a view."""
+    results = []
+    for device in ("cpu", DEV):
+        x = _base()[0].to(device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            u = x.unfold(1, 2, 2)
+            u.mul_(0)        # a write through it reaches x
+            x.add_(1)        # and it sees x's update
+            results.append((x.cpu(), u.cpu()))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+# ----------------------------------------------------------------------------------------------- indexing assignment
+_G = torch.Generator().manual_seed(0)
+X = (torch.randn(5, 6, 7, generator=_G)).to(torch.bfloat16).float()
+MASK = torch.rand(5, 6, generator=_G) > 0.5
+MASK3 = torch.rand(5, 6, 7, generator=_G) > 0.5
+IDX = torch.tensor([4, 0, 2])
+
+
+def _put(fn):
+    """A CASES function: fn writes into a clone of x (so the input is left alone) and the clone is the result."""
+    def run(x, *args):
+        y = x.clone()
+        fn(y, *args)
+        return y
+    return run
+
+
+CASES = {
+    "put_mask_scalar": (_put(lambda x, m: x.__setitem__(m, 3.0)), [(X, MASK), (X, MASK3)]),
+    "put_mask_row": (_put(lambda x, m, v: x.__setitem__(m, v)), [(X, MASK, torch.arange(7.0))]),
+    "put_mask_rows": (_put(lambda x, m, v: x.__setitem__(m, v)), [(X, MASK, torch.ones(int(MASK.sum()), 7))]),
+    "put_index": (_put(lambda x, i, v: x.__setitem__(i, v)), [(X, IDX, torch.ones(3, 6, 7)),
+                                                             (X, torch.tensor([-1, -5]), torch.ones(7))]),
+    "put_index_column": (_put(lambda x, i, v: x.__setitem__((slice(None), i), v)), [(X, IDX, torch.ones(5, 3, 7))]),
+    "put_two_indices": (_put(lambda x, i, j, v: x.__setitem__((i, j), v)), [(X, IDX, torch.tensor([1, 1, 5]), torch.full((3, 7), 4.0))]),
+    "put_accumulate": (_put(lambda x, i, v: x.index_put_((i,), v, accumulate=True)), [(X, torch.tensor([1, 1, 3]), torch.ones(3, 6, 7))]),
+    "unsafe_index_put": (lambda x, i, v: aten._unsafe_index_put(x, [i], v), [(X, IDX, torch.ones(3, 6, 7))]),
+    "index_put_int": (_put(lambda x, i: x.__setitem__(i, -3)), [(torch.arange(30).reshape(6, 5), IDX)]),
+    "index_copy": (_put(lambda x, i, s: x.index_copy_(1, i, s)), [(X, torch.tensor([5, 0]), torch.ones(5, 2, 7))]),
+    "index_fill": (_put(lambda x, i: x.index_fill_(2, i, -2.0)), [(X, torch.tensor([6, 1]))]),
+    "index_fill_tensor": (_put(lambda x, i, v: x.index_fill_(0, i, v)), [(X, torch.tensor([2]), torch.tensor(1.5))]),
+    "masked_scatter": (_put(lambda x, m, s: x.masked_scatter_(m, s)), [(X, MASK3, torch.arange(210.0).reshape(5, 6, 7) / 10),
+                                                                       (X, MASK[..., None], torch.randn(300))]),
+    "scatter": (_put(lambda x, i, s: x.scatter_(1, i, s)), [(X, torch.randint(0, 6, (5, 3, 7), generator=_G), torch.ones(5, 3, 7))]),
+    "scatter_value": (_put(lambda x, i: x.scatter_(2, i, 7.0)), [(X, torch.tensor([[[1, 3]] * 6] * 5))]),
+    "scatter_add": (_put(lambda x, i, s: x.scatter_add_(0, i, s)), [(X, torch.randint(0, 5, (5, 6, 7), generator=_G), torch.ones(5, 6, 7))]),
+    "scatter_reduce_sum": (_put(lambda x, i, s: x.scatter_reduce_(0, i, s, "sum")), [(X, torch.randint(0, 5, (2, 6, 7), generator=_G), torch.ones(2, 6, 7))]),
+    "slice_scatter": (lambda x, s: torch.slice_scatter(x, s, 1, 2, 6, 3), [(X, torch.ones(5, 2, 7))]),
+    "select_scatter": (lambda x, s: torch.select_scatter(x, s, 2, -1), [(X, torch.ones(5, 6))]),
+    "diagonal": (lambda x: x.diagonal(-1, 0, 2), [(X,)]),
+    "diagonal_scatter": (lambda x, s: torch.diagonal_scatter(x, s, 2, 1, 2), [(X, torch.ones(5, 5))]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_indexing_assignment_matches_cpu_on_the_device(case):
+    fn, sets = CASES[case]
+    for inputs in sets:
+        ref = fn(*inputs)
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            out = fn(*[x.to(DEV) for x in inputs])
+        assert rec.fallbacks == {} and out.device == torch.device(DEV)
+        torch.testing.assert_close(out.cpu(), ref, atol=0.02, rtol=0.01)
+
+
+def test_indices_and_values_may_be_cpu_tensors_as_in_pytorch():
+    x = X.clone()
+    d = X.to(DEV)
+    x[IDX] = 2.0
+    d[IDX] = torch.tensor(2.0)  # CPU index tensor, 0-d CPU value
+    assert torch.equal(d.cpu(), x)
+    with pytest.raises(RuntimeError, match="same device"):
+        d[IDX] = torch.ones(3, 6, 7)  # a CPU value tensor is refused
+
+
+def test_out_of_range_indices_raise_pytorch_errors_before_ttnn():
+    d = X.to(DEV)
+    with pytest.raises(IndexError, match="out of bounds"):
+        d[torch.tensor([5])] = 1.0
+    with pytest.raises(IndexError, match="out of bounds"):
+        d[torch.tensor([-6])]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        d.scatter_(0, torch.tensor([[[9]]]).to(DEV), 1.0)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        d[MASK.to(DEV)] = torch.ones(2, 7).to(DEV)
+    with pytest.raises(IndexError, match="does not match"):
+        d[torch.ones(4, 6, dtype=torch.bool).to(DEV)] = 1.0
+    assert torch.equal(d.cpu(), X)  # nothing half-done
+
+
+def test_a_static_kv_cache_written_token_by_token():
+    """The StaticCache pattern: a preallocated cache, one position written per step (index_copy_ and slice
+    assignment), read back whole every step."""
+    caches = {}
+    for device in ("cpu", DEV):
+        cache = torch.zeros(1, 2, 8, 32, device=device)
+        for step in range(4):
+            kv = torch.full((1, 2, 1, 32), float(step + 1)).to(device)
+            cache.index_copy_(2, torch.tensor([step]).to(device), kv)
+            cache[:, :, step + 4:step + 5] = kv * 2
+            seen = cache.sum()
+        caches[device] = (cache.cpu(), seen.cpu())
+    assert torch.equal(caches["cpu"][0], caches[DEV][0]) and torch.equal(caches["cpu"][1], caches[DEV][1])
+
+
+# ----------------------------------------------------------------------------------------------- properties
+SIZES = [1, 2, 31, 32, 33]
+PROPS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                 suppress_health_check=list(HealthCheck))
+
+
+@covers(aten.slice_scatter.default, aten.select_scatter.default, aten.diagonal.default, aten.diagonal_scatter.default)
+@PROPS
+@given(st.lists(st.sampled_from(SIZES), min_size=2, max_size=3), st.data())
+def test_property_view_scatters_match_cpu(shape, data):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(len(shape))).to(torch.bfloat16).float()
+    d = data.draw(st.integers(0, len(shape) - 1))
+    start = data.draw(st.integers(0, shape[d] - 1))
+    end = data.draw(st.integers(start + 1, shape[d]))
+    step = data.draw(st.integers(1, 3))
+    index = data.draw(st.integers(-shape[d], shape[d] - 1))
+    offset = data.draw(st.integers(-2, 2))
+    sliced = x.narrow(d, start, end - start)[(slice(None),) * d + (slice(None, None, step),)]
+    calls = [
+        (lambda x, s: torch.slice_scatter(x, s, d, start, end, step), (x, torch.ones_like(sliced) * 2)),
+        (lambda x, s: torch.select_scatter(x, s, d, index), (x, -x.select(d, index))),
+        (lambda x: x.diagonal(offset, 0, -1), (x,)),
+        (lambda x, s: torch.diagonal_scatter(x, s, offset, 0, -1), (x, x.diagonal(offset, 0, -1) + 1)),
+    ]
+    for fn, inputs in calls:
+        ref = fn(*inputs)
+        with ttnn_eager.strict():
+            out = fn(*[t.to(DEV) for t in inputs])
+        torch.testing.assert_close(out.cpu(), ref, atol=0.05, rtol=0.01)
+
+
+@covers(aten.index_put.default, aten._unsafe_index_put.default, aten.index_copy.default, aten.index_fill.int_Scalar,
+        aten.index_fill.int_Tensor, aten.masked_scatter.default, aten.scatter.src, aten.scatter.value,
+        aten.scatter_add.default, aten.scatter_reduce.two)
+@PROPS
+@given(st.lists(st.sampled_from(SIZES), min_size=1, max_size=3), st.data())
+def test_property_indexing_assignment_matches_cpu(shape, data):
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(shape, generator=g).to(torch.bfloat16).float()
+    d = data.draw(st.integers(0, len(shape) - 1))
+    n = data.draw(st.integers(1, 4))
+    idx = torch.randint(-shape[0], shape[0], (n,), generator=g)
+    unique = torch.randperm(shape[d], generator=g)[:min(n, shape[d])]
+    mask = torch.rand(shape, generator=g) > 0.5
+    values = torch.randn([n] + shape[1:], generator=g).to(torch.bfloat16).float()
+    src = torch.randn(shape, generator=g).to(torch.bfloat16).float()
+    scatter_index = torch.randint(0, shape[d], shape, generator=g)
+    permutation = torch.argsort(torch.rand(shape, generator=g), dim=d)  # no position written twice
+    copied = torch.randn(shape[:d] + [len(unique)] + shape[d + 1:], generator=g).to(torch.bfloat16).float()
+    calls = [
+        (lambda x, m: x.clone().index_put_((m,), torch.tensor(1.5)), (x, mask)),
+        (lambda x, i, v: x.clone().index_put_((i,), v, accumulate=True), (x, idx, values)),
+        (lambda x, i, v: aten._unsafe_index_put(x, [i], v[:1]), (x, idx[:1] % shape[0], values)),
+        (lambda x, i, c: x.clone().index_copy_(d, i, c), (x, unique, copied)),
+        (lambda x, i: x.index_fill(d, i, -1.0), (x, unique)),
+        (lambda x, i: x.index_fill(d, i, torch.tensor(2.0)), (x, unique)),
+        (lambda x, m, s: x.masked_scatter(m, s), (x, mask, src)),
+        (lambda x, i, s: x.scatter(d, i, s), (x, permutation, src)),
+        (lambda x, i: x.scatter(d, i, 3.0), (x, scatter_index)),
+        (lambda x, i, s: x.scatter_add(d, i, s), (x, scatter_index, src)),
+        (lambda x, i, s: x.scatter_reduce(d, i, s, "sum"), (x, scatter_index, src)),
+    ]
+    for fn, inputs in calls:
+        ref = fn(*inputs)
+        with ttnn_eager.strict():
+            out = fn(*[t.to(DEV) for t in inputs])
+        # sums of several bfloat16 values are rounded once on the device: a relative tolerance
+        torch.testing.assert_close(out.cpu(), ref, atol=0.05, rtol=0.02)
