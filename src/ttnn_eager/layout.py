@@ -281,6 +281,18 @@ def scatter_layout(h: api.Handle):
     return api.ROW_MAJOR if h.tt_dtype == api.FLOAT32 else api.TILE
 
 
+SCATTER_I32_TILE_MAX = 256  # ttnn 0.81.1: a 32-bit TILE index refused beyond this many along the scatter axis
+
+
+def scatter_index_layout(index: api.Handle, d: int, base_layout):
+    """The layout of ttnn.scatter's index: the base's, except a 32-bit TILE index longer than 256 along the
+    scatter axis, which ttnn 0.81.1 refuses ("!(is_i32(index_dtype) && index_layout == TILE && index_shape[dim]
+    > ...)"; e.g. top-p sampling's scatter over the vocabulary): ROW_MAJOR then, which it takes."""
+    if base_layout == api.TILE and index.shape[d] > SCATTER_I32_TILE_MAX:
+        return api.ROW_MAJOR
+    return base_layout
+
+
 def relayout(h: api.Handle, layout) -> api.Handle:
     """h in `layout` (changed in place: lossless, so every user of h may share the converted form)."""
     _relayout(h, layout)
