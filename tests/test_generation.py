@@ -76,6 +76,11 @@ CASES = {
     "int_and_bool": (lambda i, m: (i & m, i | m, i ^ m), [(ints(2, 33, hi=2), ints(2, 33, hi=2, seed=2) > 0)]),
     "logical_xor": (lambda a, b: torch.logical_xor(a, b), [(bf(3, 33), bf(3, 33).round())]),
     "multinomial": (lambda p: torch.multinomial(p, 1), [(torch.softmax(bf(3, 50) * 3, -1),)]),
+    "log_softmax": (lambda x: torch.log_softmax(x, -1), [(bf(3, 500),), (bf(2, 5, 33),)]),
+    "floor_divide_remainder": (lambda a, b: (a // 7, a % 7, a // b, a % b, torch.remainder(a, -3)),
+                               [(ints(4, 33, lo=-90, hi=1500), ints(33, lo=1, hi=9))]),
+    "remainder_float": (lambda x: torch.remainder(x, 0.75), [(bf(3, 33) * 4,)]),
+    "index_select": (lambda x, i: (x.index_select(0, i), x.index_select(2, i)), [(bf(3, 4, 5, 33), ints(3, hi=3))]),
 }
 
 
@@ -144,6 +149,22 @@ def test_bitwise_and_logical_mixed(shape, seed):
     check(lambda x, y, m: (x ^ y, x & m, y | m, x ^ m, aten.bitwise_xor.Scalar(x, 3), m ^ True), i, j, b)
     check(lambda x, y, m: (torch.logical_xor(x, y), torch.logical_and(x.float(), m), torch.logical_or(y, m)),
           i, j, b)
+
+
+@covers(aten._log_softmax.default, aten.floor_divide.default, aten.floor_divide.Scalar, aten.remainder.Scalar,
+        aten.remainder.Tensor, aten.index_select.default)
+@FUZZ
+@given(rows=st.sampled_from([1, 3, 6]), n=st.sampled_from([2, 33, 500]), divisor=st.sampled_from([1, 3, 500, -7]),
+       seed=st.integers(0, 999))
+def test_beam_search_ops(rows, n, divisor, seed):
+    """What beam search computes each step: log-probabilities, the beam (index // vocab) and the token
+    (index % vocab) of each candidate, and the cache reordered by beam."""
+    check(lambda x: torch.log_softmax(x, -1), bf(rows, n, seed=seed) * 4)
+    i = ints(rows, n, lo=-2000, hi=3000, seed=seed)
+    check(lambda a, b: (a // divisor, a % divisor, a // b, a % b),
+          i, ints(n, lo=1, hi=50, seed=seed + 1))
+    beams = ints(rows, hi=rows, seed=seed + 2)
+    check(lambda x, j: (x.index_select(0, j), x.index_select(1, j)), bf(rows, rows, n, seed=seed), beams)
 
 
 @covers(aten.multinomial.default)
@@ -338,3 +359,35 @@ def test_image_classification_pipeline():
     assert [o["label"] for o in out] == [r["label"] for r in ref]
     assert all(abs(o["score"] - r["score"]) < 2e-3 for o, r in zip(out, ref))
     assert set(rec.fallbacks) <= {"aten.convolution.default"} and rec.ttnn["linear"] > 0
+
+
+def test_static_cache_greedy_in_strict_mode(restore_config):
+    """cache_implementation="static": the cache is written by index_copy_ into preallocated device tensors,
+    strict mode, tokens equal to the CPU's, one read per token, device memory flat across decode steps."""
+    ttnn_eager.configure(float32_storage="float32")
+    model, _ = models.build("llama")
+    ids = models.prompt_ids(model.config.vocab_size)
+    r = models.compare_generate(model, ids, max_new_tokens=12, cache="static", strict=True)
+    assert r["exact"] and r["totals"]["fallbacks"] == 0
+    assert r["per_token"]["device_to_host"] == 1 and r["per_token"]["host_to_device"] == 0
+    # device memory per decode step, without the per-step logits compare_generate keeps (output_logits)
+    import transformers
+    dev = copy.deepcopy(model).to(DEV)
+    snap = models._Snapshots()
+    with torch.no_grad():
+        dev.generate(ids.to(DEV), logits_processor=transformers.LogitsProcessorList([snap]),
+                     **models.generation_kwargs(model, 8, "static"))
+    memory = [m[3] for m in snap.marks][1:]
+    assert max(memory) == min(memory), memory
+
+
+@pytest.mark.parametrize("mode", ["sample", "beam"])
+def test_sampling_and_beam_search_equal_the_cpu(mode, restore_config):
+    """top-k + top-p + temperature sampling under one seed, and 3-beam search: strict mode, tokens equal to
+    the CPU's (float32 storage)."""
+    ttnn_eager.configure(float32_storage="float32")
+    model, _ = models.build("qwen2")
+    ids = models.prompt_ids(model.config.vocab_size)
+    r = models.compare_generate(model, ids, max_new_tokens=6, mode=mode, strict=True, seed=1)
+    assert r["exact"] and r["totals"]["fallbacks"] == 0, (r["tokens"], r["cpu_tokens"])
+    assert r["per_token"]["device_to_host"] == 1

@@ -147,11 +147,13 @@ def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
 class _Snapshots:
     """A logits processor that changes nothing: it records the counters and the clock at every step."""
 
-    def __init__(self):
-        self.marks = []
+    def __init__(self, index: int = 0):
+        self.marks, self.index = [], index
 
     def __call__(self, input_ids, scores):
-        self.marks.append((time.perf_counter(), counters.stats(), counters.ttnn_by_op.copy()))
+        from . import device_api
+        self.marks.append((time.perf_counter(), counters.stats(), counters.ttnn_by_op.copy(),
+                           device_api.memory_allocated(self.index), device_api.program_cache_entries(self.index)))
         return scores
 
 
@@ -160,7 +162,7 @@ def _steps(marks, start) -> list:
     the start of generate(): the prompt's forward)."""
     out = []
     prev_t, prev_stats = start
-    for t, st, _ in marks:
+    for t, st, *_ in marks:
         out.append((t - prev_t, {k: st[k] - prev_stats[k] for k in st}))
         prev_t, prev_stats = t, st
     return out
@@ -265,6 +267,8 @@ def compare_generate(model, ids: torch.Tensor, max_new_tokens: int = 32, cache: 
         "ttnn_ops_per_token_by_op": {k: v / max(len(decode), 1) for k, v in (
             snap.marks[-1][2] - snap.marks[0][2]).items()} if len(snap.marks) > 1 else {},
         "total_ttnn_by_op": dict(ttnn_by_op),
+        "device_bytes_per_step": [m[3] for m in snap.marks],
+        "programs_built_per_step": [b[4] - a[4] for a, b in zip(snap.marks, snap.marks[1:])],
     }
 
 

@@ -1,6 +1,7 @@
 """Elementwise math that text generation needs beyond the arithmetic in elementwise.py: the rotary
 embeddings' cos/sin, minimum/maximum (clamps between tensors, length bookkeeping) and the triangular masks
-(tril/triu: causal masks built by attention that is decomposed).
+(tril/triu: causal masks built by attention that is decomposed); log_softmax, floor_divide and remainder
+(beam search: scores, beam and token of each candidate).
 
 All are single TT-NN ops on TILE tensors; minimum/maximum follow PyTorch's type promotion like the other
 binary ops (operands brought to one device dtype by PROMOTE).
@@ -10,9 +11,11 @@ from __future__ import annotations
 import torch
 
 from .. import device_api as api
+from .. import layout as policy
 from ..layout import PROMOTE, TILE, TILE_FLOAT
-from ..registry import lowering
-from ._common import check_broadcast, result_dtype
+from ..registry import Unfit, lowering
+from ._common import check_broadcast, dim, is_handle, result_dtype
+from .factory import cast
 
 aten = torch.ops.aten
 
@@ -57,3 +60,55 @@ def tril(x, diagonal=0):
 def triu(x, diagonal=0):
     _check_matrix("triu", x)
     return api.run("triu", x, diagonal=diagonal)
+
+
+@lowering(aten._log_softmax.default, ttnn=["max", "subtract", "exp", "sum", "log"], needs=TILE_FLOAT,
+          notes="x - max - log(sum(exp(x - max))) (beam search scores); rows of -inf stay -inf")
+def log_softmax(x, d, half_to_float=False):
+    d = dim(d, len(x.shape))
+    shifted = api.run("subtract", x, api.run("max", x, dim=d, keepdim=True))
+    total = api.run("sum", api.run("exp", shifted), dim=d, keepdim=True)
+    return api.run("subtract", shifted, api.run("log", total))
+
+
+def _floor_quotient(a, b):
+    """floor(a / b) in float32 and the float32 operands. The quotient of the divide (a multiply by the
+    reciprocal for a scalar) may land a hair below an exact integer, so it is corrected by the remainder's
+    rule: r = a - q * b must have b's sign and |r| < |b| (one step either way): exact for integers below
+    2**24 in magnitude."""
+    a = policy.to_float32(a) if is_handle(a) else float(a)
+    b = policy.to_float32(b) if is_handle(b) else float(b)
+    q = api.run("floor", api.run("divide", a, b) if is_handle(b) else api.run("multiply", a, 1.0 / b))
+    r = api.run("subtract", a, api.run("multiply", q, b))
+    rb = api.run("multiply", r, b)
+    bb = api.run("multiply", b, b) if is_handle(b) else b * b
+    below = api.run("lt", rb, 0.0, dtype=api.FLOAT32)  # r against b's sign: q one too big
+    above = api.run("ge", rb, bb, dtype=api.FLOAT32)   # |r| >= |b|: q one too small
+    q = api.run("add", api.run("subtract", q, below), above)
+    return q, a, b
+
+
+def _as_result(h, dtype: torch.dtype):
+    return policy.retag(h, dtype) if dtype.is_floating_point else cast(h, dtype)
+
+
+@lowering(aten.floor_divide.default, aten.floor_divide.Scalar, ttnn=["typecast", "divide", "floor"],
+          needs=TILE, notes="in float32: exact for integers below 2**24 (token ids, beam indices)")
+def floor_divide(a, b):
+    dtype = result_dtype(a, b)
+    if not is_handle(b) and b == 0 or dtype == torch.bool:
+        raise Unfit("division by a zero scalar or bools")
+    q, _, _ = _floor_quotient(a, b)
+    return _as_result(q, dtype)
+
+
+@lowering(aten.remainder.Scalar, aten.remainder.Tensor, ttnn=["typecast", "divide", "floor", "multiply",
+          "subtract"], needs=TILE, notes="a - floor(a / b) * b in float32 (the divisor's sign, as PyTorch); "
+          "exact for integers below 2**24")
+def remainder(a, b):
+    dtype = result_dtype(a, b)
+    if not is_handle(b) and b == 0 or dtype == torch.bool:
+        raise Unfit("remainder by a zero scalar or bools")
+    q, fa, fb = _floor_quotient(a, b)
+    r = api.run("subtract", fa, api.run("multiply", q, fb))
+    return _as_result(r, dtype)

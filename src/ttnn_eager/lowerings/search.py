@@ -21,7 +21,7 @@ import torch
 
 from .. import device_api as api
 from .. import layout as policy
-from ..layout import PROMOTE, TILE, TILE_FLOAT
+from ..layout import ANY, PROMOTE, TILE, TILE_FLOAT
 from ..registry import Unfit, lowering
 from ._common import dim
 from .reduction import _reduce
@@ -175,3 +175,23 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
     if num_samples == 1:
         return argmax_handle(ratio, -1, True)
     return topk(ratio, num_samples, -1)[1]
+
+
+@lowering(aten.index_select.default, ttnn=["permute", "embedding"], needs={"self": ANY, "index": ANY},
+          notes="rows of the selected dimension gathered by an embedding lookup (beam search's cache reorder); "
+                "floating/bool tensors")
+def index_select(x, d, index):
+    from .indexing import index as index_rows
+    from .views import permute_handle
+    n = len(x.shape)
+    d = dim(d, max(n, 1))
+    if len(index.shape) > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if n == 0 or not x.dtype.is_floating_point and x.dtype != torch.bool:
+        raise Unfit("0-d or integer tensor")
+    if index.bounds is not None and (index.bounds[0] < -x.shape[d] or index.bounds[1] >= x.shape[d]):
+        raise IndexError(f"index out of range in self")
+    order = [d] + [i for i in range(n) if i != d]
+    out = index_rows(permute_handle(x, order), [reshape(index, (index.shape.numel(),))])
+    back = [order.index(i) for i in range(n)]
+    return permute_handle(out, back)
