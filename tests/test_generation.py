@@ -77,7 +77,8 @@ CASES = {
     "logical_xor": (lambda a, b: torch.logical_xor(a, b), [(bf(3, 33), bf(3, 33).round())]),
     "multinomial": (lambda p: torch.multinomial(p, 1), [(torch.softmax(bf(3, 50) * 3, -1),)]),
     "log_softmax": (lambda x: torch.log_softmax(x, -1), [(bf(3, 500),), (bf(2, 5, 33),)]),
-    "floor_divide_remainder": (lambda a, b: (a // 7, a % 7, a // b, a % b, torch.remainder(a, -3)),
+    "floor_divide_remainder": (lambda a, b: (a // 7, a % 7, a // b, a % b, torch.remainder(a, -3),
+                                             aten.floor_divide.Scalar(a, 3)),
                                [(ints(4, 33, lo=-90, hi=1500), ints(33, lo=1, hi=9))]),
     "remainder_float": (lambda x: torch.remainder(x, 0.75), [(bf(3, 33) * 4,)]),
     "index_select": (lambda x, i: (x.index_select(0, i), x.index_select(2, i)), [(bf(3, 4, 5, 33), ints(3, hi=3))]),
@@ -161,7 +162,7 @@ def test_beam_search_ops(rows, n, divisor, seed):
     (index % vocab) of each candidate, and the cache reordered by beam."""
     check(lambda x: torch.log_softmax(x, -1), bf(rows, n, seed=seed) * 4)
     i = ints(rows, n, lo=-2000, hi=3000, seed=seed)
-    check(lambda a, b: (a // divisor, a % divisor, a // b, a % b),
+    check(lambda a, b: (a // divisor, a % divisor, a // b, a % b, aten.floor_divide.Scalar(a, divisor)),
           i, ints(n, lo=1, hi=50, seed=seed + 1))
     beams = ints(rows, hi=rows, seed=seed + 2)
     check(lambda x, j: (x.index_select(0, j), x.index_select(1, j)), bf(rows, rows, n, seed=seed), beams)
