@@ -3,8 +3,10 @@ embeddings' cos/sin, minimum/maximum (clamps between tensors, length bookkeeping
 (tril/triu: causal masks built by attention that is decomposed); log_softmax, floor_divide and remainder
 (beam search: scores, beam and token of each candidate).
 
-All are single TT-NN ops on TILE tensors; minimum/maximum follow PyTorch's type promotion like the other
-binary ops (operands brought to one device dtype by PROMOTE).
+cos/sin/minimum/maximum/tril/triu are single TT-NN ops on TILE tensors (minimum/maximum follow PyTorch's
+type promotion like the other binary ops: operands brought to one device dtype by PROMOTE); log_softmax is
+the max-shifted form; floor_divide/remainder compute in float32 with a one-step correction, exact for
+integers below 2**24 in magnitude (token ids, beam indices).
 """
 from __future__ import annotations
 
