@@ -81,6 +81,7 @@ CASES = {
                                              aten.floor_divide.Scalar(a, 3)),
                                [(ints(4, 33, lo=-90, hi=1500), ints(33, lo=1, hi=9))]),
     "remainder_float": (lambda x: torch.remainder(x, 0.75), [(bf(3, 33) * 4,)]),
+    "constant_pad_nd": (lambda x: torch.nn.functional.pad(x, (0, 1)), [(bf(1, 500),), (bf(2, 3, 40),)]),
     "index_select": (lambda x, i: (x.index_select(0, i), x.index_select(2, i)), [(bf(3, 4, 5, 33), ints(3, hi=3))]),
 }
 
@@ -392,3 +393,24 @@ def test_sampling_and_beam_search_equal_the_cpu(mode, restore_config):
     r = models.compare_generate(model, ids, max_new_tokens=6, mode=mode, strict=True, seed=1)
     assert r["exact"] and r["totals"]["fallbacks"] == 0, (r["tokens"], r["cpu_tokens"])
     assert r["per_token"]["device_to_host"] == 1
+
+
+@covers(aten.constant_pad_nd.default)
+@FUZZ
+@given(shape=st.sampled_from([(1, 500), (2, 3, 40), (33, 1)]), after=st.integers(0, 40), value=st.sampled_from([0.0, -1.5]),
+       seed=st.integers(0, 99))
+def test_constant_pad_at_the_end(shape, after, value, seed):
+    import torch.nn.functional as F
+    x = bf(*shape, seed=seed)
+    check(lambda t: F.pad(t, (0, after), value=value), x)
+    check(lambda t: F.pad(t, (0, 1, 0, after)), x)
+
+
+def test_constant_pad_the_device_cannot_do_falls_back_with_a_count():
+    import torch.nn.functional as F
+    x = bf(2, 40)
+    with ttnn_eager.record_ops() as rec, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = (F.pad(x.to(DEV), (2, 1)), F.pad(x[0].to(DEV), (0, 3)))
+    assert torch.equal(out[0].cpu(), F.pad(x, (2, 1))) and torch.equal(out[1].cpu(), F.pad(x[0], (0, 3)))
+    assert rec.fallbacks == {"aten.constant_pad_nd.default": 2}

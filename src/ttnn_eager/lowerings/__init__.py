@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     matmul,
     math,
     normalization,
+    padding,
     reduction,
     scatter,
     search,
