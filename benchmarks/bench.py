@@ -1,12 +1,12 @@
 """ttnn_eager benchmark: host overhead per aten op, TT-NN ops per BERT-large encoder layer, conversions and
 transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384,
-and graph replay (torch.ttnn.graph) side by side with the eager forward.
-transfers per forward, program-cache hits on the second forward, peak device memory at batch 8 seq 384, and a
-training step (time, fallbacks, transfers; benchmarks/training.py has the bert-base training figures).
+graph replay (torch.ttnn.graph) side by side with the eager forward, a training step (time, fallbacks,
+transfers; benchmarks/training.py has the bert-base training figures) and text generation per token.
 
     .venv/bin/python benchmarks/bench.py [--forwards 5] [--json out.json] [--quick]
     .venv/bin/python benchmarks/bench.py --vision-only [--vision-size 224]   ResNet-50 at batch 1 and 8
     .venv/bin/python benchmarks/bench.py --replay-only [--replay-shapes 1x128,8x384]
+    .venv/bin/python benchmarks/bench.py --generation-only [--tokens 32]   (text generation only)
 
 Everything is measured in one run, side by side. On a mock device the counts are exact and host time is
 host time; the time inside ttnn calls and in shadow execution (the mock's CPU stand-in for the device) is
@@ -511,6 +511,69 @@ def training_steps(steps: int = 4) -> dict:
             "aten_ops_per_step": med("aten_ops"), "ttnn_ops_per_step": med("ttnn_ops")}
 
 
+# A Llama-style decoder (rotary, RMSNorm, SwiGLU, grouped-query attention) with Llama's vocabulary, small
+# enough for the mock device's shadow execution: the shapes per token are those of a real model's layer.
+LLAMA_STYLE = dict(vocab_size=32000, hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
+                   num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048)
+
+
+class _StepClock:
+    """A logits processor that changes nothing: at every generation step it records the clock, the timer's
+    split, the counters, the program cache size and the device memory."""
+
+    def __init__(self, timer):
+        self.timer, self.marks = timer, []
+
+    def __call__(self, input_ids, scores):
+        t = self.timer
+        self.marks.append((perf_counter(), t.dispatch, t.ttnn, t.shadow, ttnn_eager.stats(),
+                           device_api.program_cache_entries(0), device_api.memory_allocated(0)))
+        return scores
+
+
+def generation(cache: str, prompt: int = 32, tokens: int = 32) -> dict:
+    """Greedy generate() of `tokens` tokens after a `prompt`-token prompt on a Llama-style model with
+    DynamicCache or StaticCache (cache_implementation="static"): per decode step (prefill excluded), wall
+    time, host time without the mock's shadow execution, our backend's own share, TT-NN ops, transfers,
+    programs built, device memory. A first run builds the programs; the second is measured."""
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_STYLE)).eval().to(DEV)
+    ids = torch.randint(3, LLAMA_STYLE["vocab_size"], (1, prompt)).to(DEV)
+    kw = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    if cache == "static":
+        kw["cache_implementation"] = "static"
+    with torch.no_grad():
+        first = _StepClock(HostTimer())  # warm-up: programs built (counted per step: new shapes each token?)
+        model.generate(ids, logits_processor=transformers.LogitsProcessorList([first]), **kw)
+        timer = HostTimer().install()
+        clock = _StepClock(timer)
+        try:
+            ttnn_eager.reset_stats()
+            model.generate(ids, logits_processor=transformers.LogitsProcessorList([clock]), **kw)
+        finally:
+            timer.uninstall()
+    steps = list(zip(clock.marks, clock.marks[1:]))  # decode steps: between consecutive snapshots
+    n = len(steps)
+
+    def per(i, field=None):
+        return sum((b[i][field] - a[i][field]) if field else (b[i] - a[i]) for a, b in steps) / n
+    wall = per(0)
+    result = {"cache": cache, "prompt": prompt, "new_tokens": tokens, "decode_steps": n,
+              "wall_ms_per_token": 1e3 * wall,
+              "host_ms_per_token_without_shadow": 1e3 * (wall - per(3)),
+              "ours_ms_per_token": 1e3 * (per(1) - per(2) - per(3)),
+              "in_ttnn_calls_ms_per_token": 1e3 * per(2), "shadow_ms_per_token": 1e3 * per(3)}
+    for k in ("aten_ops", "ttnn_ops", "fallbacks", "layout_conversions", "host_to_device", "device_to_host"):
+        result[f"{k}_per_token"] = per(4, k)
+    result["new_programs_per_token"] = per(5)
+    first_steps = [b[5] - a[5] for a, b in zip(first.marks, first.marks[1:])]
+    result["first_run_new_programs_per_token"] = sum(first_steps) / max(len(first_steps), 1)
+    result["device_bytes_first_step"] = clock.marks[1][6]
+    result["device_bytes_last_step"] = clock.marks[-1][6]
+    del model
+    return result
+
+
 def _split(run: dict) -> str:
     """Host time per aten op of the last forward: outside the backend (PyTorch's dispatch, the model's
     Python), ours, inside ttnn calls."""
@@ -532,9 +595,14 @@ def main(argv=None) -> int:
     p.add_argument("--replay-shapes", default="1x128,8x384",
                    help="batch x seq of the graph-replay rows, comma-separated (default 1x128,8x384; --quick: 1x128)")
     p.add_argument("--replay-only", action="store_true", help="only the graph-replay rows")
+    p.add_argument("--generation-only", action="store_true",
+                   help="only the text-generation section (Llama-style model, dynamic and static cache)")
+    p.add_argument("--tokens", type=int, default=32, help="generated tokens per generation run")
     args = p.parse_args(argv)
     if args.vision_only:
         return vision_main(args)
+    if args.generation_only:
+        return _generation_main(args)
 
     torch.manual_seed(0)
     model = transformers.BertModel(bert.bert_large_config()).eval()
@@ -564,6 +632,7 @@ def main(argv=None) -> int:
     if not args.quick:
         results["peak_memory"] = peak_memory(8, 384)
     results["training"] = training_steps()
+    results["generation"] = {c: generation(c, tokens=args.tokens) for c in ("dynamic", "static")}
 
     h, c, s = results["host"], results["cpu_reference"], results["second_forward"]
     off, on = h["shadow_off"], h["shadow_on"]
@@ -604,6 +673,7 @@ def main(argv=None) -> int:
                  f"{t['aten_ops_per_step']:g} aten ops", "-"))
     rows.append(("  fallbacks / device->host / host->device per step", f"{t['fallbacks_per_step']:g} / "
                  f"{t['device_to_host_per_step']:g} / {t['host_to_device_per_step']:g}", "0 / 1 (loss.item()) / 0"))
+    rows += _generation_rows(results["generation"])
     return _report(results, rows + _replay_rows(replay), args)
 
 
@@ -681,6 +751,42 @@ def vision_main(args) -> int:
     _print_vision(v)
     if args.json:
         text = json.dumps({"device": torch.ttnn.get_device_name(), "vision": v}, indent=1, default=str)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    return 0
+
+
+def _generation_rows(gen: dict) -> list:
+    rows = []
+    for cache, g in gen.items():
+        rows += [
+            (f"generate() per token, {cache} cache: wall / without shadow / ours",
+             f"{g['wall_ms_per_token']:.1f} / {g['host_ms_per_token_without_shadow']:.1f} / "
+             f"{g['ours_ms_per_token']:.1f} ms", "-"),
+            (f"  TT-NN ops / aten ops per token", f"{g['ttnn_ops_per_token']:.1f} / {g['aten_ops_per_token']:.1f}", "-"),
+            (f"  D2H / H2D / fallbacks per token", f"{g['device_to_host_per_token']:.2f} / "
+             f"{g['host_to_device_per_token']:.2f} / {g['fallbacks_per_token']:.2f}", "D2H: the stopping check"),
+            (f"  programs built per token: first run / after warm-up",
+             f"{g['first_run_new_programs_per_token']:.1f} / {g['new_programs_per_token']:.1f}", "0"),
+            (f"  device memory, first -> last decode step",
+             f"{g['device_bytes_first_step'] / 2**20:.1f} -> {g['device_bytes_last_step'] / 2**20:.1f} MiB", "-"),
+        ]
+    return rows
+
+
+def _generation_main(args) -> int:
+    results = {"device": torch.ttnn.get_device_name(), "model": f"Llama-style {LLAMA_STYLE} (seeded random)",
+               "generation": {c: generation(c, tokens=args.tokens) for c in ("dynamic", "static")}}
+    rows = _generation_rows(results["generation"])
+    width = max(len(r[0]) for r in rows)
+    print(f"ttnn_eager generation benchmark: {results['model']}, {results['device']}")
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:<30}  {target}")
+    if args.json:
+        text = json.dumps(results, indent=1, default=str)
         if args.json == "-":
             print(text)
         else:

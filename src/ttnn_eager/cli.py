@@ -15,6 +15,10 @@
                     [--batch B] [--size S] [--strict] [--json]
     ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
     ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
+    ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static]
+                    [--mode greedy|sample|beam] [--float32-storage bfloat16|float32] [--strict] [--json]
+    ttnn-eager docs [--check] [--models]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or check
+                    them); --models: docs/models.md, the Hugging Face family matrix (measured)
 """
 from __future__ import annotations
 
@@ -163,8 +167,78 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _prompt_ids(text: str | None, tokenizer, vocab: int):
+    """The prompt as token ids: text through the model's tokenizer, else integers ("12 7 99" or "12,7,99");
+    none given: 8 seeded random ids."""
+    import torch
+    from ttnn_eager import models
+    if text is None:
+        return models.prompt_ids(vocab), None
+    if tokenizer is not None:
+        return tokenizer(text, return_tensors="pt").input_ids, text
+    try:
+        ids = [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise SystemExit(f"ttnn-eager generate: this model has no tokenizer, so the prompt must be token ids "
+                         f"(e.g. --prompt '12 7 99'), not {text!r}") from None
+    if not ids or min(ids) < 0 or max(ids) >= vocab:
+        raise SystemExit(f"ttnn-eager generate: token ids must be in [0, {vocab - 1}] for this model")
+    return torch.tensor([ids]), None
+
+
+def cmd_generate(args) -> int:
+    import ttnn_eager
+    from ttnn_eager import models
+
+    ttnn_eager.configure(float32_storage=args.float32_storage)
+    try:
+        model, fam, tokenizer, source = models.load(args.model, args.seed)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"ttnn-eager generate: cannot load {args.model!r}: {e}") from None
+    if fam.kind == "vision":
+        raise SystemExit(f"ttnn-eager generate: {args.model} is a vision model (no generate()); "
+                         f"use a causal or seq2seq language model")
+    ids, text = _prompt_ids(args.prompt, tokenizer, model.config.vocab_size)
+    try:
+        r = models.compare_generate(model, ids, max_new_tokens=args.max_new_tokens, cache=args.cache,
+                                    mode=args.mode, strict=args.strict, seed=args.seed)
+    except ValueError as e:
+        raise SystemExit(f"ttnn-eager generate: {e}") from None
+    result = {"model": source, "prompt_ids": ids.tolist(), "max_new_tokens": args.max_new_tokens,
+              "cache": args.cache, "mode": args.mode, "float32_storage": args.float32_storage,
+              "strict": args.strict, **{k: v for k, v in r.items() if k not in ("total_ttnn_by_op",)}}
+    if tokenizer is not None:
+        result["text"] = tokenizer.decode(r["tokens"][0])
+        result["cpu_text"] = tokenizer.decode(r["cpu_tokens"][0])
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    per = r["per_token"]
+    print(f"model     {source}\nprompt    {text if text is not None else ids.tolist()[0]}")
+    print(f"decoding  {args.mode}, {args.cache} cache, float32 stored as {args.float32_storage}"
+          f"{', strict' if args.strict else ''}")
+    print(f"tokens    {r['tokens'][0]}")
+    if "text" in result:
+        print(f"text      {result['text']!r}")
+    agree = "identical" if r["exact"] else (f"first difference at new token {r['first_divergence']}" if
+                                            r["first_divergence"] is not None else "differs")
+    print(f"cpu       {r['cpu_tokens'][0]}\nagreement {r['token_agreement']:.3f} of tokens ({agree}); "
+          f"logits pearson >= {r['min_step_logits_pearson']:.6f} over {r['steps_compared']} steps")
+    print(f"speed     {r['tokens_per_s']:.2f} tokens/s; host time per token {r['host_ms_per_token']:.1f} ms "
+          f"(prefill {1e3 * r['prefill_seconds']:.1f} ms)")
+    print(f"per token ttnn ops {per.get('ttnn_ops', 0):.1f}, aten ops {per.get('aten_ops', 0):.1f}, "
+          f"device->host {per.get('device_to_host', 0):.2f}, host->device {per.get('host_to_device', 0):.2f}, "
+          f"fallbacks {per.get('fallbacks', 0):.2f}")
+    return 0
+
+
 def cmd_docs(args) -> int:
     from ttnn_eager import docs
+    if args.models:  # measured, so slow (minutes): only on request
+        import os
+        from ttnn_eager import models
+        models.write_doc(os.path.join(docs.DOCS, "models.md"))
+        return 0
     stale = docs.write_all(check=args.check)
     if stale:
         print("stale: " + ", ".join(stale) + " (run `ttnn-eager docs`)", file=sys.stderr)
@@ -262,8 +336,25 @@ def main(argv=None) -> int:
     p.add_argument("--max-samples", type=int, default=3, help="samples per module and mode (default 3)")
     p.add_argument("--docs", action="store_true", help="also regenerate the docs (not bert.md)")
     p.set_defaults(fn=cmd_modules)
+    p = sub.add_parser("generate", help="generate() on ttnn:0 and on the CPU: tokens, speed, agreement")
+    p.add_argument("model", nargs="?", default="llama", help="a local path or cached model name, or a tiny "
+                   "seeded config: gpt2, llama, mistral, qwen2, qwen3, phi, phi3, opt, gemma, gemma2, t5, bart "
+                   "(default: llama)")
+    p.add_argument("--prompt", default=None, help="text (models with a tokenizer) or token ids '12 7 99' "
+                   "(default: 8 seeded random ids)")
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--cache", choices=("dynamic", "static"), default="dynamic")
+    p.add_argument("--mode", choices=("greedy", "sample", "beam"), default="greedy",
+                   help="sample: top_k 20, top_p 0.9, temperature 0.8, seeded; beam: 3 beams")
+    p.add_argument("--float32-storage", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--strict", action="store_true", help="refuse the CPU fallback")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(fn=cmd_generate)
     p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
+    p.add_argument("--models", action="store_true", help="measure every Hugging Face family on the device "
+                   "and write docs/models.md (minutes)")
     p.set_defaults(fn=cmd_docs)
     args = parser.parse_args(argv)
     return args.fn(args)

@@ -86,6 +86,7 @@ from . import config, counters
 from . import device_api as api
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+BFLOAT16_MAX = float(torch.finfo(torch.bfloat16).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,9 +166,6 @@ def check_dtype(dtype: torch.dtype) -> None:
     hint = "torch.float32" if dtype.is_floating_point or dtype.is_complex else "torch.int32"
     raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. "
                     f"x.to({hint}) (supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8)")
-
-
-BFLOAT16_MAX = float(torch.finfo(torch.bfloat16).max)
 
 
 def finite_constant(value, tt_dtype=None):
@@ -337,6 +335,34 @@ def like(h: api.Handle, other: api.Handle) -> api.Handle:
     return _typecast(ensure(h, TILE), other.tt_dtype)
 
 
+_TABLE_PARTS: "weakref.WeakKeyDictionary" = None
+
+
+def table_parts(h: api.Handle) -> list:
+    """An embedding table as ttnn.embedding takes it (ROW_MAJOR bfloat16), as a list of tables whose rows sum
+    to the table's rows: [h] itself (converted in place, see TABLE) -- or, for a float32 table (float32
+    storage), three bfloat16 tables hi + mid + lo that add up to the float32 values exactly (each part holds
+    the next 8 bits of the mantissa), built once and kept while h holds the same device tensor."""
+    global _TABLE_PARTS
+    if h.tt is None or h.tt_dtype != api.FLOAT32:
+        return [ensure(h, TABLE)]
+    if _TABLE_PARTS is None:
+        import weakref
+        _TABLE_PARTS = weakref.WeakKeyDictionary()
+    cached = _TABLE_PARTS.get(h)
+    if cached is not None and cached[0] is h.tt:
+        return cached[1]
+    parts, rest = [], ensure(h, TILE)
+    for i in range(3):
+        part = _typecast(rest, api.BFLOAT16)
+        if i < 2:
+            rest = api.run("subtract", rest, _typecast(part, api.FLOAT32))
+        _relayout(part, api.ROW_MAJOR)
+        parts.append(part)
+    _TABLE_PARTS[h] = (h.tt, parts)
+    return parts
+
+
 def to_float32(h: api.Handle) -> api.Handle:
     """h computed in float32 on the device (a new handle), for ops whose result bfloat16 would change."""
     return _typecast(ensure(h, TILE), api.FLOAT32)
@@ -347,6 +373,12 @@ def stored(h: api.Handle) -> api.Handle:
     made by to_float32): a new handle when it differs."""
     target = storage_for(h.dtype)[0]
     return h if h.tt is None or h.tt_dtype == target else _typecast(h, target)
+
+
+def as_integer(h: api.Handle, tt_dtype=api.INT32) -> api.Handle:
+    """h (bool, stored bfloat16 0/1, or integer) in integer device dtype `tt_dtype` (int32 or uint32), TILE:
+    for bitwise ops and integer results of index ops (ttnn's uint16 indices)."""
+    return _typecast(ensure(h, TILE), tt_dtype)
 
 
 def signed(h: api.Handle) -> api.Handle:
@@ -385,6 +417,18 @@ def scatter_layout(h: api.Handle):
     """The layout ttnn.scatter/scatter_add take for a tensor like h: TILE, except float32, which ttnn 0.81.1's
     scatter refuses in TILE ("!(input_dtype == FLOAT32 && input_layout == TILE)"): ROW_MAJOR then."""
     return api.ROW_MAJOR if h.tt_dtype == api.FLOAT32 else api.TILE
+
+
+SCATTER_I32_TILE_MAX = 256  # ttnn 0.81.1: a 32-bit TILE index refused beyond this many along the scatter axis
+
+
+def scatter_index_layout(index: api.Handle, d: int, base_layout):
+    """The layout of ttnn.scatter's index: the base's, except a 32-bit TILE index longer than 256 along the
+    scatter axis, which ttnn 0.81.1 refuses ("!(is_i32(index_dtype) && index_layout == TILE && index_shape[dim]
+    > ...)"; e.g. top-p sampling's scatter over the vocabulary): ROW_MAJOR then, which it takes."""
+    if base_layout == api.TILE and index.shape[d] > SCATTER_I32_TILE_MAX:
+        return api.ROW_MAJOR
+    return base_layout
 
 
 def relayout(h: api.Handle, layout) -> api.Handle:

@@ -14,11 +14,13 @@ from . import (  # noqa: F401
     indexing,
     loss,
     matmul,
+    math,
     normalization,
     padding,
     pooling,
     reduction,
     scatter,
+    search,
     upsample,
     views,
 )

@@ -11,10 +11,9 @@ from __future__ import annotations
 import torch
 
 from .. import device_api as api
-from ..layout import PROMOTE, TILE_FLOAT
+from ..layout import TILE_FLOAT
 from ..registry import Unfit, lowering
-from ._common import dim, result_dtype
-from .elementwise import binary
+from ._common import dim
 from .elementwise import _unary
 from .views import reshape, slice_handle
 
@@ -101,16 +100,6 @@ def sign(x):
 
 log1p = _unary("log1p", "log1p", aten.log1p.default)
 expm1 = _unary("expm1", "expm1", aten.expm1.default)
-
-
-@lowering(aten.maximum.default, ttnn=["maximum"], needs=PROMOTE)
-def maximum(a, b):
-    return binary("maximum", a, b, result_dtype(a, b))
-
-
-@lowering(aten.minimum.default, ttnn=["minimum"], needs=PROMOTE)
-def minimum(a, b):
-    return binary("minimum", a, b, result_dtype(a, b))
 
 
 @lowering(aten.xlogy.Tensor, ttnn=["log", "multiply", "eq", "where"], needs=TILE_FLOAT,

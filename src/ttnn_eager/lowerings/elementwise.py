@@ -236,18 +236,32 @@ def _not_for_floats(name: str, dtype: torch.dtype) -> NotImplementedError:
     return NotImplementedError(f'"{name}_cpu" not implemented for \'{_C_NAMES.get(dtype, dtype)}\'')
 
 
+def _integers(a, b):
+    """Integer operands of a bitwise op in one integer device dtype (a bool, stored bfloat16 0/1, becomes
+    int32 0/1; uint32 meets int32 as int32), with no detour through bfloat16."""
+    hs = [x for x in (a, b) if is_handle(x)]
+    target = api.UINT32 if all(h.tt_dtype == api.UINT32 for h in hs) else api.INT32
+    return [policy.as_integer(x, target) if is_handle(x) else x for x in (a, b)]
+
+
 def _bool_or_int(name: str, logical: str, bitwise: str, *ops):
-    @lowering(*ops, ttnn=[logical, bitwise], needs=PROMOTE, notes="bool: logical op on 0/1; integers: bitwise")
+    @lowering(*ops, ttnn=[logical, bitwise], needs=TILE, notes="bool: logical op on 0/1; integers: bitwise "
+              "in int32/uint32 (a bool operand converted to 0/1)")
     def lower(a, b):
-        if a.dtype == torch.bool and not is_handle(b):  # with a Python bool: a, or a constant
+        if a.dtype == torch.bool and not is_handle(b):  # with a Python bool: a, not a, or a constant
             from .factory import full_handle
+            if logical == "logical_xor":
+                return api.run("logical_not", a) if b else a
             absorbing = bool(b) if logical == "logical_or" else not bool(b)
             return full_handle(a.shape, bool(b), torch.bool, a.index) if absorbing else a
-        if a.dtype == torch.bool and b.dtype == torch.bool:
-            return binary(logical, a, b, torch.bool)
         dtype = result_dtype(a, b)
+        if dtype == torch.bool:
+            return binary(logical, a, b, torch.bool)
         if dtype.is_floating_point:
             raise _not_for_floats(name, dtype)
+        a, b = _integers(a, b)
+        if is_handle(b):
+            check_broadcast(a.shape, b.shape)
         return api.run(bitwise, a, b if is_handle(b) else int(b), out_dtype=dtype)
     lower.__name__ = lower.__qualname__ = name
     return lower
@@ -257,13 +271,17 @@ bitwise_and = _bool_or_int("bitwise_and", "logical_and", "bitwise_and", aten.bit
                            aten.bitwise_and.Scalar)
 bitwise_or = _bool_or_int("bitwise_or", "logical_or", "bitwise_or", aten.bitwise_or.Tensor,
                           aten.bitwise_or.Scalar)
+bitwise_xor = _bool_or_int("bitwise_xor", "logical_xor", "bitwise_xor", aten.bitwise_xor.Tensor,
+                           aten.bitwise_xor.Scalar)
 
 
 def _logical(name: str, ttnn_op: str, op):
     @lowering(op, ttnn=["ne", ttnn_op], needs=PROMOTE, notes="any dtype: x != 0, then the logical op on 0/1")
     def lower(a, b):
         from .factory import cast, full_handle
-        if not is_handle(b):  # a CPU 0-d tensor: a, or a constant
+        if not is_handle(b):  # a CPU 0-d tensor: a, not a, or a constant
+            if ttnn_op == "logical_xor":
+                return api.run("logical_not", cast(a, torch.bool)) if b else cast(a, torch.bool)
             absorbing = bool(b) if ttnn_op == "logical_or" else not bool(b)
             return full_handle(a.shape, bool(b), torch.bool, a.index) if absorbing else cast(a, torch.bool)
         check_broadcast(a.shape, b.shape)
@@ -274,6 +292,7 @@ def _logical(name: str, ttnn_op: str, op):
 
 logical_and = _logical("logical_and", "logical_and", aten.logical_and.default)
 logical_or = _logical("logical_or", "logical_or", aten.logical_or.default)
+logical_xor = _logical("logical_xor", "logical_xor", aten.logical_xor.default)
 
 
 @lowering(aten.bitwise_not.default, ttnn=["logical_not", "bitwise_not"], needs=TILE,

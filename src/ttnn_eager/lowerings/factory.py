@@ -111,11 +111,12 @@ def new_empty(x, size, *args, dtype=None, layout=None, device=None, pin_memory=N
     return api.Handle(None, None, dtype, size, index)
 
 
-@lowering(aten.scalar_tensor.default, ttnn=["from_torch"])
+@lowering(aten.scalar_tensor.default, ttnn=["full"], notes="made on the device (a Python scalar meeting a device "
+          "tensor, e.g. torch.where(mask, -inf, x)): no transfer")
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
-    if isinstance(s, float) and (dtype is None or dtype.is_floating_point):
-        s = policy.finite_constant(s, policy.storage_for(dtype or torch.get_default_dtype())[0])
-    return policy.to_device(torch.scalar_tensor(s, dtype=dtype), index_of(device))
+    dtype = _dtype(dtype)
+    value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else int(s)
+    return full_handle((), value, dtype, index_of(device))
 
 
 def _host_factory(op):
@@ -147,7 +148,9 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
         return policy.to_device(torch.empty(0, dtype=dtype), index_of(device))
     last = start + (n - 1) * step
     tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=min(start, last) >= 0)
-    return api.create("arange", (start, end, step), tt_dtype, tt_layout, index_of(device), dtype)
+    out = api.create("arange", (start, end, step), tt_dtype, tt_layout, index_of(device), dtype)
+    out.bounds = (min(start, last), max(start, last), True)  # known: position ids get range-checked
+    return out
 
 
 for _op in (aten.rand.default,

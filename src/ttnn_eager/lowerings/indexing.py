@@ -86,5 +86,6 @@ def index(x, indices):
     rest = list(x.shape[k:])
     flat = reshape(flat, (1, math.prod(shape)))
     table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
-    rows = api.run("embedding", policy.ensure(flat, INDEX), table, layout=api.TILE, out_dtype=x.dtype)
+    from .embedding import lookup
+    rows = lookup(table, policy.ensure(flat, INDEX), x.dtype, tile_table=True)
     return reshape(rows, shape + rest)

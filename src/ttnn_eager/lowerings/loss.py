@@ -2,7 +2,7 @@
 one-hot matrix of the targets made on the device: the picked log-probability of each row is
 sum(log_probs * one_hot, -1), its gradient -one_hot * weight. No gather/scatter, no host round trip.
 mse_loss and binary_cross_entropy_with_logits are PyTorch's decompositions (decompositions.ALLOWLIST), the
-latter over log_sigmoid, lowered here.
+latter over log_sigmoid (lowered in activation.py; its backward here).
 
 Targets out of range raise IndexError ("Target 7 is out of bounds."), as on the CPU: targets uploaded from
 the host carry known bounds (no device read); targets computed on the device, or whose minimum is
@@ -15,7 +15,7 @@ import torch
 from .. import device_api as api
 from .. import layout as policy
 from ..layout import TILE, TILE_FLOAT
-from ..registry import REGISTRY, Unfit, lowering
+from ..registry import Unfit, lowering
 from ._common import is_handle
 from .backward import one_hot
 from .views import reshape
@@ -105,17 +105,6 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
         w = api.run("multiply", w, scale)
     grad = api.run("multiply", hot, w, out_dtype=x.dtype)
     return reshape(grad, x.shape)
-
-
-def log_sigmoid_forward(x):
-    return api.run("log_sigmoid", x), api.Handle(None, None, x.dtype, (0,), x.index)
-
-
-# The nnmods branch lowers log_sigmoid_forward the same way (lowerings/activations.py): whichever of the two
-# is merged second keeps only that one (until then this registers it when no other module has).
-if aten.log_sigmoid_forward.default not in REGISTRY:
-    lowering(aten.log_sigmoid_forward.default, ttnn=["log_sigmoid"], needs=TILE_FLOAT,
-             notes="the buffer output (CPU autograd's) is returned empty")(log_sigmoid_forward)
 
 
 @lowering(aten.log_sigmoid_backward.default, ttnn=["neg", "sigmoid", "multiply"], needs=TILE_FLOAT,

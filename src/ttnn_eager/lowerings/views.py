@@ -376,7 +376,8 @@ def scatter_along(op: str, base: api.Handle, d: int, index: api.Handle, value: a
     """ttnn.<op> (scatter, scatter_add): `base` with value's elements written (added) at `index` along d, as
     torch.scatter; the operands in the layout ttnn takes (layout.scatter_layout), the result TILE."""
     layout = policy.scatter_layout(base)
-    out = api.run(op, policy.relayout(base, layout), d, policy.relayout(index, layout),
+    out = api.run(op, policy.relayout(base, layout), d,
+                  policy.relayout(index, policy.scatter_index_layout(index, d, layout)),
                   policy.relayout(value, layout), out_dtype=base.dtype)
     return policy.relayout(out, api.TILE)
 

@@ -1,0 +1,107 @@
+"""Elementwise math that text generation needs beyond the arithmetic in elementwise.py: the rotary
+embeddings' cos/sin, minimum/maximum (clamps between tensors, length bookkeeping) and the triangular masks
+(tril/triu: causal masks built by attention that is decomposed); floor_divide and remainder (beam
+search: beam and token of each candidate; its log_softmax is in activation.py).
+
+cos/sin/minimum/maximum/tril/triu are single TT-NN ops on TILE tensors (minimum/maximum follow PyTorch's
+type promotion like the other binary ops: operands brought to one device dtype by PROMOTE); log_softmax is
+the max-shifted form; floor_divide/remainder compute in float32 with a one-step correction, exact for
+integers below 2**24 in magnitude (token ids, beam indices).
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import PROMOTE, TILE, TILE_FLOAT
+from ..registry import Unfit, lowering
+from ._common import check_broadcast, dim, is_handle, result_dtype
+from .factory import cast
+
+aten = torch.ops.aten
+
+
+@lowering(aten.cos.default, ttnn=["cos"], needs=TILE_FLOAT)
+def cos(x):
+    return api.run("cos", x, out_dtype=x.dtype if x.dtype.is_floating_point else torch.get_default_dtype())
+
+
+@lowering(aten.sin.default, ttnn=["sin"], needs=TILE_FLOAT)
+def sin(x):
+    return api.run("sin", x, out_dtype=x.dtype if x.dtype.is_floating_point else torch.get_default_dtype())
+
+
+def _binary_extreme(op: str, a, b):
+    check_broadcast(a.shape, b.shape)
+    return api.run(op, a, b, out_dtype=result_dtype(a, b))
+
+
+@lowering(aten.minimum.default, ttnn=["minimum"], needs=PROMOTE)
+def minimum(a, b):
+    return _binary_extreme("minimum", a, b)
+
+
+@lowering(aten.maximum.default, ttnn=["maximum"], needs=PROMOTE)
+def maximum(a, b):
+    return _binary_extreme("maximum", a, b)
+
+
+def _check_matrix(name: str, x):
+    if len(x.shape) < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+
+
+@lowering(aten.tril.default, ttnn=["tril"], needs=TILE, notes="bool masks as bfloat16 0/1")
+def tril(x, diagonal=0):
+    _check_matrix("tril", x)
+    return api.run("tril", x, diagonal=diagonal)
+
+
+@lowering(aten.triu.default, ttnn=["triu"], needs=TILE, notes="bool masks as bfloat16 0/1")
+def triu(x, diagonal=0):
+    _check_matrix("triu", x)
+    return api.run("triu", x, diagonal=diagonal)
+
+
+def _floor_quotient(a, b):
+    """floor(a / b) in float32 and the float32 operands. The quotient of the divide (a multiply by the
+    reciprocal for a scalar) may land a hair below an exact integer, so it is corrected by the remainder's
+    rule: r = a - q * b must have b's sign and |r| < |b| (one step either way): exact for integers below
+    2**24 in magnitude."""
+    a = policy.to_float32(a) if is_handle(a) else float(a)
+    b = policy.to_float32(b) if is_handle(b) else float(b)
+    q = api.run("floor", api.run("divide", a, b) if is_handle(b) else api.run("multiply", a, 1.0 / b))
+    r = api.run("subtract", a, api.run("multiply", q, b))
+    rb = api.run("multiply", r, b)
+    bb = api.run("multiply", b, b) if is_handle(b) else b * b
+    below = api.run("lt", rb, 0.0, dtype=api.FLOAT32)  # r against b's sign: q one too big
+    above = api.run("ge", rb, bb, dtype=api.FLOAT32)   # |r| >= |b|: q one too small
+    q = api.run("add", api.run("subtract", q, below), above)
+    return q, a, b
+
+
+def _as_result(h, dtype: torch.dtype):
+    return policy.retag(h, dtype) if dtype.is_floating_point else cast(h, dtype)
+
+
+@lowering(aten.floor_divide.default, aten.floor_divide.Scalar, ttnn=["typecast", "divide", "floor"],
+          needs=TILE, notes="in float32: exact for integers below 2**24 (token ids, beam indices)")
+def floor_divide(a, b):
+    dtype = result_dtype(a, b)
+    if not is_handle(b) and b == 0 or dtype == torch.bool:
+        raise Unfit("division by a zero scalar or bools")
+    q, _, _ = _floor_quotient(a, b)
+    return _as_result(q, dtype)
+
+
+@lowering(aten.remainder.Scalar, aten.remainder.Tensor, ttnn=["typecast", "divide", "floor", "multiply",
+          "subtract"], needs=TILE, notes="a - floor(a / b) * b in float32 (the divisor's sign, as PyTorch); "
+          "exact for integers below 2**24")
+def remainder(a, b):
+    dtype = result_dtype(a, b)
+    if not is_handle(b) and b == 0 or dtype == torch.bool:
+        raise Unfit("remainder by a zero scalar or bools")
+    q, fa, fb = _floor_quotient(a, b)
+    r = api.run("subtract", fa, api.run("multiply", q, fb))
+    return _as_result(r, dtype)

@@ -1,0 +1,197 @@
+"""Search and selection: argmax/argmin, max/min (whole tensor and along a dimension), topk, sort, isin, and
+multinomial sampling -- what greedy decoding, top-k/top-p sampling and beam search do every token.
+
+    argmax      ttnn.argmax (bfloat16/float32 input; uint32 ROW_MAJOR result, tilized as the policy keeps
+                every tensor TILE). Ties: the first index, as PyTorch.
+    topk, sort  ttnn.topk / ttnn.sort: values in the input's dtype, indices uint16 or uint32 (ttnn picks by
+                the size of the dimension), widened to uint32 -- torch dtype int64, as PyTorch.
+    multinomial PyTorch's own algorithm for one sample or sampling without replacement (the Gumbel-max
+                form): q ~ Exp(1) drawn on the host by PyTorch's generator (the same stream the CPU draws,
+                so a seeded run samples what the CPU samples), uploaded; argmax(p / q) (or topk) on the
+                device. Sampling with replacement of several samples runs on the CPU fallback.
+    isin        eq of [n, 1] elements against [1, m] test elements, then max over the last dimension.
+
+Integer inputs of argmax/topk/sort are Unfit (ttnn takes floating inputs only) and run on the CPU fallback.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import device_api as api
+from .. import layout as policy
+from ..layout import ANY, PROMOTE, TILE, TILE_FLOAT
+from ..registry import Unfit, lowering
+from ._common import dim
+from .reduction import _reduce
+from .views import reshape
+
+aten = torch.ops.aten
+
+
+def _floating(x, what: str):
+    if not x.dtype.is_floating_point:
+        raise Unfit(f"{what} of a {x.dtype} tensor (ttnn takes bfloat16/float32)")
+
+
+def _indices(h: api.Handle, size: int) -> api.Handle:
+    """An index result of ttnn (uint16/uint32, any layout) as the policy stores int64 indices: uint32 TILE."""
+    out = policy.as_integer(h, api.UINT32)
+    out.dtype = torch.int64
+    out.bounds = (0, max(size - 1, 0), False)
+    return out
+
+
+def argmax_handle(x, d=None, keepdim=False) -> api.Handle:
+    _floating(x, "argmax")
+    n = len(x.shape)
+    if d is None:
+        shape, size = ([1] * n if keepdim else []), x.shape.numel()
+    else:
+        d = dim(d, n)
+        size = x.shape[d] if n else 1
+        shape = [1 if i == d else s for i, s in enumerate(x.shape)] if keepdim else \
+            [s for i, s in enumerate(x.shape) if i != d]
+    if size == 0:
+        raise IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0.")
+    if n == 0 or size == 1:  # one candidate: index 0
+        from .factory import full_handle
+        return full_handle(shape, 0, torch.int64, x.index)
+    if d is None:  # over every element: a flat row (TILE inputs need a dim)
+        out = api.run("argmax", reshape(x, (1, size)), dim=-1, out_dtype=torch.int64)
+    else:
+        out = api.run("argmax", x, dim=d, keepdim=keepdim, out_dtype=torch.int64)
+    return reshape(_indices(out, size), shape)
+
+
+@lowering(aten.argmax.default, ttnn=["argmax"], needs=TILE, notes="floating inputs; ties give the first index")
+def argmax(x, d=None, keepdim=False):
+    return argmax_handle(x, d, keepdim)
+
+
+@lowering(aten.argmin.default, ttnn=["neg", "argmax"], needs=TILE, notes="argmax of -x")
+def argmin(x, d=None, keepdim=False):
+    _floating(x, "argmin")
+    return argmax_handle(api.run("neg", x), d, keepdim)
+
+
+@lowering(aten.max.default, ttnn=["max"], needs=TILE, notes="the whole tensor (e.g. a stopping check)")
+def max_(x):
+    if not x.shape.numel():
+        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return _reduce("max", x, None, False)
+
+
+@lowering(aten.min.default, ttnn=["min"], needs=TILE, notes="the whole tensor")
+def min_(x):
+    if not x.shape.numel():
+        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return _reduce("min", x, None, False)
+
+
+@lowering(aten.max.dim, ttnn=["max", "argmax"], needs=TILE, notes="values and indices; floating inputs")
+def max_dim(x, d, keepdim=False):
+    _floating(x, "max(dim)")
+    return _reduce("max", x, d, keepdim), argmax_handle(x, d, keepdim)
+
+
+@lowering(aten.min.dim, ttnn=["min", "neg", "argmax"], needs=TILE, notes="values and indices; floating inputs")
+def min_dim(x, d, keepdim=False):
+    _floating(x, "min(dim)")
+    return _reduce("min", x, d, keepdim), argmax_handle(api.run("neg", x), d, keepdim)
+
+
+@lowering(aten.topk.default, ttnn=["topk"], needs=TILE, notes="floating inputs; indices widened to uint32")
+def topk(x, k, d=-1, largest=True, sorted=True):
+    _floating(x, "topk")
+    n = len(x.shape)
+    d = dim(d, n)
+    size = x.shape[d] if n else 1
+    if not 0 <= k <= size:
+        raise RuntimeError(f"selected index k out of range")
+    if n == 0 or k == 0:
+        raise Unfit("0-d input or k == 0")
+    values, idx = api.run("topk", x, k, dim=d, largest=largest, sorted=sorted)
+    return values, _indices(idx, size)
+
+
+def _sort(x, d, descending, stable):
+    _floating(x, "sort")
+    n = len(x.shape)
+    if n == 0 or x.shape.numel() == 0:
+        raise Unfit("0-d or empty input")
+    d = dim(d, n)
+    kwargs = {"stable": True} if stable else {}
+    values, idx = api.run("sort", x, dim=d, descending=descending, **kwargs)
+    return values, _indices(idx, x.shape[d])
+
+
+@lowering(aten.sort.default, ttnn=["sort"], needs=TILE, notes="floating inputs; indices widened to uint32")
+def sort(x, d=-1, descending=False):
+    return _sort(x, d, descending, False)
+
+
+@lowering(aten.sort.stable, ttnn=["sort"], needs=TILE, notes="floating inputs; stable=True keeps tied order")
+def sort_stable(x, *, stable=None, dim=-1, descending=False):
+    return _sort(x, dim, descending, bool(stable))
+
+
+@lowering(aten.isin.Tensor_Tensor, ttnn=["eq", "max"], needs=PROMOTE,
+          notes="[n, 1] == [1, m], then max over m (small test sets: token ids)")
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    from .factory import full_handle
+    if not elements.shape.numel() or not test_elements.shape.numel():
+        return full_handle(elements.shape, bool(invert), torch.bool, elements.index)
+    column = reshape(elements, (elements.shape.numel(), 1))
+    row = reshape(test_elements, (1, test_elements.shape.numel()))
+    hits = api.run("eq", column, row, dtype=api.BFLOAT16, out_dtype=torch.bool)
+    found = api.run("max", hits, dim=-1, keepdim=True, out_dtype=torch.bool)
+    if invert:
+        found = api.run("logical_not", found)
+    return reshape(found, elements.shape)
+
+
+@lowering(aten.multinomial.default, ttnn=["from_torch", "divide", "argmax", "topk"], needs=TILE_FLOAT,
+          notes="PyTorch's Gumbel-max form: Exp(1) noise drawn on the host by PyTorch's generator (so a "
+                "seeded run samples what the CPU does), argmax/topk of p / noise on the device; several "
+                "samples with replacement run on the CPU fallback")
+def multinomial(probs, num_samples, replacement=False, *, generator=None):
+    n = len(probs.shape)
+    if n not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    categories = probs.shape[-1]
+    if replacement and num_samples > 1:
+        raise Unfit("several samples with replacement")
+    if not replacement and num_samples > categories:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if not probs.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {probs.dtype}")
+    # PyTorch's CPU kernel draws the noise in the probabilities' dtype, shaped like them
+    noise = torch.empty(tuple(probs.shape), dtype=probs.dtype).exponential_(1, generator=generator)
+    ratio = api.run("divide", probs, policy.to_device(noise, probs.index))
+    if num_samples == 1:
+        return argmax_handle(ratio, -1, True)
+    return topk(ratio, num_samples, -1)[1]
+
+
+@lowering(aten.index_select.default, ttnn=["permute", "embedding"], needs={"self": ANY, "index": ANY},
+          notes="rows of the selected dimension gathered by an embedding lookup (beam search's cache reorder); "
+                "floating/bool tensors")
+def index_select(x, d, index):
+    from .indexing import index as index_rows
+    from .views import permute_handle
+    n = len(x.shape)
+    d = dim(d, max(n, 1))
+    if len(index.shape) > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if n == 0 or not x.dtype.is_floating_point and x.dtype != torch.bool:
+        raise Unfit("0-d or integer tensor")
+    if index.bounds is not None and (index.bounds[0] < -x.shape[d] or index.bounds[1] >= x.shape[d]):
+        raise IndexError(f"index out of range in self")
+    order = [d] + [i for i in range(n) if i != d]
+    out = index_rows(permute_handle(x, order), [reshape(index, (index.shape.numel(),))])
+    back = [order.index(i) for i in range(n)]
+    return permute_handle(out, back)
