@@ -777,10 +777,60 @@ def _generation_rows(gen: dict) -> list:
     return rows
 
 
+def decode_replay(tokens: int = 16, prompt: int = 32) -> dict:
+    """The StaticCache decode step of the Llama-style model eagerly and as a captured graph replayed per
+    token (torch.ttnn.graph): host time per token with shadow execution off (as on hardware; the token is
+    not read back, so both loops are pure host work), and the greedy tokens of the replay (shadow on) against
+    the eager decode."""
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(**LLAMA_STYLE)
+    model = transformers.LlamaForCausalLM(cfg).eval().to(DEV)
+    ids = torch.randint(3, cfg.vocab_size, (1, prompt))
+
+    def decode(use_graph: bool, timed: bool):
+        cache = transformers.StaticCache(config=cfg, max_cache_len=prompt + tokens + 1)
+        out = model(ids.to(DEV), past_key_values=cache, cache_position=torch.arange(prompt).to(DEV))
+        tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        s_tok, s_pos = tok.clone(), torch.tensor([prompt]).to(DEV)
+        step = lambda: model(s_tok, past_key_values=cache, cache_position=s_pos).logits  # noqa: E731
+        if use_graph:
+            g = torch.ttnn.TTNNGraph()
+            with torch.ttnn.graph(g):
+                logits = step()
+        seen, times = [], []
+        for t in range(tokens):
+            start = perf_counter()
+            with device_api.shadows_off() if timed else contextlib.nullcontext():
+                if use_graph:
+                    g.replay()
+                else:
+                    logits = step()
+            times.append(perf_counter() - start)
+            if not timed:
+                tok = logits[:, -1].argmax(-1, keepdim=True)
+                seen.append(tok.item())
+                s_tok.copy_(tok)
+            s_pos.copy_(torch.tensor([prompt + 1 + t]))
+        return seen, statistics.median(times)
+
+    with torch.no_grad():
+        eager_tokens, _ = decode(False, False)
+        replay_tokens, _ = decode(True, False)
+        _, eager_s = decode(False, True)
+        _, replay_s = decode(True, True)
+    return {"model": f"Llama-style {LLAMA_STYLE}", "tokens": tokens, "eager_host_ms_per_token": 1e3 * eager_s,
+            "replay_host_ms_per_token": 1e3 * replay_s, "ratio": replay_s / eager_s,
+            "replay_tokens_equal_eager": replay_tokens == eager_tokens}
+
+
 def _generation_main(args) -> int:
     results = {"device": torch.ttnn.get_device_name(), "model": f"Llama-style {LLAMA_STYLE} (seeded random)",
                "generation": {c: generation(c, tokens=args.tokens) for c in ("dynamic", "static")}}
-    rows = _generation_rows(results["generation"])
+    results["decode_replay"] = d = decode_replay()
+    rows = _generation_rows(results["generation"]) + [
+        ("StaticCache decode step, host ms per token: eager / graph replay",
+         f"{d['eager_host_ms_per_token']:.1f} / {d['replay_host_ms_per_token']:.1f} ({100 * d['ratio']:.0f}%)",
+         "replay tokens == eager: " + str(d["replay_tokens_equal_eager"]))]
     width = max(len(r[0]) for r in rows)
     print(f"ttnn_eager generation benchmark: {results['model']}, {results['device']}")
     for name, value, target in rows:

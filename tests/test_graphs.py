@@ -273,3 +273,36 @@ def test_the_hardware_trace_path_bookkeeping_with_stubbed_trace_verbs(monkeypatc
     assert y._handle.tt is out_buffer  # the trace writes the same buffers every replay
     trace.release()
     assert calls[-1] == ("release", 7)
+
+
+def test_a_static_cache_decode_step_captured_once_and_replayed_per_token():
+    """The decode step of generation with a StaticCache (transformers' preallocated KV cache, written at the
+    cache position by index_copy_): captured once, replayed per token with the new token and position
+    refilled; the tokens are those of eager generate() and of the CPU."""
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    cpu = transformers.LlamaForCausalLM(cfg).eval()
+    dev = copy.deepcopy(cpu).to(DEV)
+    ids = torch.randint(3, 256, (1, 8))
+    steps = 10
+    with torch.no_grad():
+        ref = cpu.generate(ids, max_new_tokens=steps + 1, do_sample=False, cache_implementation="static",
+                           pad_token_id=0)[0, 8:].tolist()
+        cache = transformers.StaticCache(config=cfg, max_cache_len=32)
+        prefill = dev(ids.to(DEV), past_key_values=cache, cache_position=torch.arange(8).to(DEV), use_cache=True)
+        token = prefill.logits[:, -1].argmax(-1, keepdim=True)
+        static_token, static_position = token.clone(), torch.tensor([8]).to(DEV)
+        graph = torch.ttnn.TTNNGraph()
+        with torch.ttnn.graph(graph):
+            logits = dev(static_token, past_key_values=cache, cache_position=static_position, use_cache=True).logits
+        tokens = [token.item()]
+        for step in range(steps):
+            if step:
+                graph.replay()
+            token = logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(token.item())
+            static_token.copy_(token)
+            static_position.copy_(torch.tensor([9 + step]))
+    assert tokens == ref
+    assert graph.num_ops > 50  # the whole decode step, not a fragment of it

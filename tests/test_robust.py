@@ -351,7 +351,114 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                                torch.full(x.shape, 1.5, device=x.device), torch.arange(x.numel(), device=x.device),
                                torch.empty(x.shape, device=x.device).zero_(), torch.scalar_tensor(2.0, device=x.device),
                                x.sum().item() if x.numel() else 0.0),
+    # the families added since (activations, generation's math and search, vision, training, writes)
+    "math": lambda x, i: (F.elu(x), F.celu(x), F.selu(x), F.hardswish(x), F.hardsigmoid(x), F.mish(x), F.softplus(x),
+                          F.hardshrink(x), F.softshrink(x), F.threshold(x, 0.1, 2.0), F.logsigmoid(x), torch.sign(x),
+                          torch.log1p(x.abs()), torch.expm1(x), torch.xlogy(x.abs(), x.abs() + 1), torch.cos(x),
+                          torch.sin(x), torch.minimum(x, -x), torch.maximum(x, -x), torch.logical_xor(x, i), i ^ 3,
+                          torch.bitwise_xor(i, i), aten.floor_divide.Scalar(i, 3), torch.remainder(i, i.abs() + 1),
+                          aten.remainder.Scalar(i, 3),
+                          F.prelu(x, torch.full((1,), 0.25, device=x.device)), F.glu(x, -1) if x.dim() else x,
+                          torch.tril(x) if x.dim() >= 2 else x, torch.triu(x, 1) if x.dim() >= 2 else x,
+                          _inference(lambda: torch.log_softmax(x, -1)), aten.clamp_min.Tensor(x, -x.abs()),
+                          aten.clamp_max.Tensor(x, x.abs())),
+    "search": lambda x, i: _search(_ramp(x), i),
+    "vision": lambda x, i: _vision(_image(x)),
+    "norms2d": lambda x, i: _norms(_image(x)),
+    "pads": lambda x, i: _pads(_image(x)),
+    "upsample": lambda x, i: _upsample(_image(x)),
+    "training": lambda x, i: (aten.native_dropout(x, 0.0, True)[0],
+                              aten.select_backward(x, [2, *x.shape], 0, 1),
+                              aten.slice_backward(x, [*x.shape[:-1], _last(x.shape) + 2], -1, 1,
+                                                  _last(x.shape) + 1, 1) if x.dim() else x,
+                              aten.log_sigmoid_backward(x, x, aten.log_sigmoid_forward(x)[1]),  # (each device's own buffer)
+                              *_losses(x.reshape(-1, _last(x.shape)) if x.dim() else x.reshape(1, 1), i)),
+    "writes": lambda x, i: _writes(x, i),
 }
+
+
+def _image(x):
+    """x as a one-channel image [1, 1, H, W] (its last dimension the width)."""
+    return x.reshape(1, 1, -1, _last(x.shape)) if x.numel() else x.reshape(1, 1, 0, 1)
+
+
+def _ramp(x):
+    """x's shape, values distinct along the last dimension and exact in bfloat16 (no ties for search ops)."""
+    n = max(_last(x.shape), 1)
+    return (torch.arange(x.numel(), device=x.device) % n).reshape(x.shape).float() * 0.5 - 3
+
+
+def _search(d, i):
+    rows = d.dim() > 0 and _last(d.shape) > 0
+    return (d.argmax(-1) if rows else d, d.argmin(-1) if rows else d, d.max() if d.numel() else d,
+            d.min() if d.numel() else d, *(d.max(-1) if rows else (d,)), *(d.min(-1) if rows else (d,)),
+            *(d.topk(1, -1) if rows else (d,)), *d.sort(-1, descending=True), *torch.sort(d, stable=True),
+            torch.isin(i, i.flatten()[:3]), d.index_select(-1, torch.zeros(1, dtype=torch.long, device=d.device))
+            if rows else d, torch.multinomial((d == d.amax(-1, keepdim=True)).float(), 1)
+            if d.dim() in (1, 2) and rows else d)
+
+
+def _vision(z):
+    one = torch.ones(1, 1, 1, 1, device=z.device)
+    return (F.conv2d(z, one), F.conv_transpose2d(z, one), F.max_pool2d(z, 1), *F.max_pool2d(z, 1, return_indices=True),
+            F.avg_pool2d(z, 1), aten._adaptive_avg_pool2d(z, [1, 1]), F.adaptive_max_pool2d(z, 1))
+
+
+def _norms(z):
+    stats = (torch.zeros(1, device=z.device), torch.ones(1, device=z.device))
+    return (aten._native_batch_norm_legit_no_training(z, None, None, *stats, 0.1, 1e-5)[0],
+            aten._native_batch_norm_legit.no_stats(z, None, None, True, 0.1, 1e-5)[0],
+            aten._native_batch_norm_legit(z, None, None, *(s.clone() for s in stats), True, 0.1, 1e-5)[0],
+            F.group_norm(z, 1))
+
+
+def _pads(z):
+    return (F.pad(z, (1, 2)), aten.reflection_pad2d(z, [1, 1, 1, 1]), aten.replication_pad2d(z, [1, 1, 1, 1]),
+            aten.reflection_pad1d(z[0], [1, 1]), aten.replication_pad1d(z[0], [1, 1]),
+            aten.reflection_pad3d(z[None], [1, 1, 1, 1, 0, 0]), aten.replication_pad3d(z[None], [1, 1, 1, 1, 0, 0]))
+
+
+def _upsample(z):
+    h, w = z.shape[-2:]
+    return (*_inference(lambda: (F.interpolate(z, scale_factor=2), F.interpolate(z[0], scale_factor=2),
+                                 F.interpolate(z[None], scale_factor=2))),  # the .vec overloads arrive whole
+            aten.upsample_nearest1d(z[0], [2 * w]),
+            aten.upsample_nearest2d(z, [2 * h, 2 * w]), aten.upsample_nearest3d(z[None], [1, 2 * h, 2 * w]))
+
+
+def _losses(x2, i):
+    target = i.flatten()[:x2.shape[0]].abs() % max(x2.shape[1], 1)
+    logp = _inference(lambda: torch.log_softmax(x2, -1))
+    ids = i.flatten().abs() % 4
+    return (F.nll_loss(logp, target) if x2.shape[1] and target.numel() == x2.shape[0] else x2,
+            aten.nll_loss_backward(torch.ones((), device=x2.device), logp, target, None, 1, -100,
+                                   torch.tensor(float(x2.shape[0]), device=x2.device))
+            if x2.shape[1] and target.numel() == x2.shape[0] else x2,
+            aten.embedding_dense_backward(torch.ones(ids.numel(), 3, device=x2.device), ids, 4, -1, False))
+
+
+def _writes(x, i):
+    y = x.clone()
+    idx = torch.zeros(1, dtype=torch.long, device=x.device)
+    if x.dim():
+        y[i > 0] = 1.5
+        if x.shape[0]:
+            y[idx] = 2.0
+            y.index_copy_(0, idx, x[:1] * 3)
+            y.index_fill_(0, idx, -1.0)
+            y.index_fill_(0, idx, torch.tensor(-2.0, device=x.device))
+            y.index_put_((idx,), x[:1], accumulate=True)
+            y = aten._unsafe_index_put(y, [idx], x[:1])
+        y.masked_scatter_(i > 0, x * 2)
+        y[..., :1] = 0.5
+    z = x.clone()
+    ii = (i.abs() % max(_last(x.shape), 1)) if x.dim() else i.abs() * 0
+    return (y, torch.slice_scatter(x, x[..., :1] + 1, -1, 0, 1) if x.dim() else x,
+            torch.select_scatter(x, x.select(0, 0) * 2, 0, 0) if x.dim() and x.shape[0] else x,
+            x.diagonal(0, 0, -1) if x.dim() >= 2 else x,
+            torch.diagonal_scatter(x, x.diagonal(0, 0, -1) * 0, 0, 0, -1) if x.dim() >= 2 else x,
+            z.scatter(-1, ii, x) if x.dim() else z, z.scatter(-1, ii, 1.0) if x.dim() else z,
+            z.scatter_add(-1, ii, x) if x.dim() else z, z.scatter_reduce(-1, ii, x, "sum") if x.dim() else z)
 
 
 def _inference(fn):

@@ -256,8 +256,7 @@ def _has_empty(args) -> bool:
 # lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype
 _TAKES_EMPTY = (aten.cat.default, aten.new_empty.default, aten.new_empty_strided.default, aten.new_zeros.default,
                 aten.new_ones.default, aten.new_full.default, aten.empty_like.default, aten.zeros_like.default,
-                aten.ones_like.default, aten.full_like.default,
-                aten.log_sigmoid_backward.default)  # (its buffer is empty by design, as on CUDA)
+                aten.ones_like.default, aten.full_like.default)
 _META, _CPU = torch.device("meta"), torch.device("cpu")
 
 

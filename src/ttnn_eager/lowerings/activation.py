@@ -76,9 +76,10 @@ def threshold(x, threshold, value):
 
 
 @lowering(aten.log_sigmoid_forward.default, ttnn=["log_sigmoid"], needs=TILE_FLOAT,
-          notes="the buffer output (CPU autograd's) is returned empty, as on accelerators")
+          notes="the buffer output (the CPU kernel's, for its backward) is an unwritten tensor: ours needs none")
 def log_sigmoid_forward(x):
-    return api.run("log_sigmoid", x), api.Handle(None, None, x.dtype, (0,), x.index)
+    # the buffer (the CPU kernel's, for its backward) is not needed by ours: x's shape, never written
+    return api.run("log_sigmoid", x), api.Handle(None, None, x.dtype, x.shape, x.index)
 
 
 @lowering(aten._prelu_kernel.default, ttnn=["gt", "multiply", "where"], needs=TILE_FLOAT,

@@ -82,7 +82,11 @@ def _floor_quotient(a, b):
 
 
 def _as_result(h, dtype: torch.dtype):
-    return policy.retag(h, dtype) if dtype.is_floating_point else cast(h, dtype)
+    """The float32 result h as torch dtype `dtype` (h is tagged with its operands' torch dtype, which may be
+    an integer one although it holds float32 values: it is cast from what it holds)."""
+    if dtype.is_floating_point:
+        return policy.retag(h, dtype)
+    return cast(api.Handle(h.tt, h.shadow, torch.float32, h.shape, h.index), dtype)
 
 
 @lowering(aten.floor_divide.default, aten.floor_divide.Scalar, ttnn=["typecast", "divide", "floor"],

@@ -156,6 +156,11 @@ def index_put(x, indices, values, accumulate=False):
         values = values.item()
     x = policy.materialize(x)
     indices = device_indices(indices, x.index)
+    if not x.shape.numel():  # no element to write (the shapes are checked as PyTorch does, on the meta device)
+        aten.index_put.default(torch.empty(x.shape, device="meta"), [None if i is None else torch.empty(
+            i.shape, dtype=i.dtype, device="meta") for i in indices], torch.empty(values.shape, device="meta")
+            if is_handle(values) else torch.tensor(values, device="meta"))
+        return x
     while indices and indices[-1] is None:
         indices.pop()
     if not is_handle(values):

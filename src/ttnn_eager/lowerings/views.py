@@ -258,7 +258,7 @@ def unbind(x, d=0):
 def diagonal(x, offset=0, dim1=0, dim2=1):
     m, order, (r0, c0, length) = _diagonal_frame(x, offset, dim1, dim2)
     shape = list(m.shape[:-2]) + [length]
-    if length == 0 or x.tt is None:
+    if length == 0 or not x.shape.numel() or x.tt is None:
         return _without_data(x, shape)
     band = policy.ensure(slice_handle(m, -2, r0, r0 + length), TILE)  # [..., length, cols]
     picked = api.run("gather", band, len(m.shape) - 1, index=_diagonal_columns(band, c0), out_dtype=x.dtype)
@@ -429,7 +429,7 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     if list(src.shape) != shape:
         raise RuntimeError(f"expected src to have a size equal to the diagonal of self. src size = "
                            f"{list(src.shape)}, diagonal size = {shape}")
-    if length == 0:
+    if length == 0 or not x.shape.numel():
         return x
     band = slice_handle(policy.materialize(m), -2, r0, r0 + length)
     band, column = policy.for_write(band, reshape(src, shape + [1]))
