@@ -27,7 +27,10 @@ def _additive_mask(mask, b, h, sq, sk):
     mask_h = mask.shape[-3] if len(mask.shape) >= 3 else 1
     mask = expand(mask, (b, mask_h if mask_h == h else 1, sq, sk))
     if mask.dtype == torch.bool:
-        mask = api.run("where", mask, 0.0, -math.inf, out_dtype=torch.float32)
+        # masked: bfloat16's most negative finite value, not -inf -- a query row with every key masked (a
+        # left-padded position under a causal mask) then stays finite, as PyTorch's CPU attention keeps it,
+        # instead of a NaN that the next layer spreads to every row
+        mask = api.run("where", mask, 0.0, -policy.BFLOAT16_MAX, out_dtype=torch.float32)
     return mask
 
 
