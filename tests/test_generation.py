@@ -216,7 +216,10 @@ def _greedy(name, tokens, storage, restore_config, cache="dynamic"):
 
 def test_llama_greedy_32_tokens_equals_the_cpu_in_float32(restore_config):
     """Rotary embeddings, RMSNorm, SwiGLU, grouped-query attention; DynamicCache; strict mode (no CPU op);
-    one device-to-host read per generated token (the stopping check), no upload."""
+    one device-to-host read per generated token (the stopping check), no upload. Exact with the float32
+    shadow (shadow_numerics="exact"): the hardware model cuts float32 matmul operands to TF32 as the Tensix
+    matrix engine does (docs/numerics.md), and then tokens agree only up to near-ties."""
+    ttnn_eager.configure(shadow_numerics="exact")
     r = _greedy("llama", 32, "float32", restore_config)
     assert r["new_tokens"] == 32 and r["exact"], (r["tokens"], r["cpu_tokens"])
     assert r["min_step_logits_pearson"] > 0.99999 and r["steps_compared"] == 32
@@ -295,6 +298,7 @@ def test_cli_generate_text_prompt_json(tmp_path, capsys, restore_config):
     import json
     from ttnn_eager import cli
     _local_model_with_tokenizer(tmp_path)
+    ttnn_eager.configure(shadow_numerics="exact")  # float32 exactness: see the llama test above
     assert cli.main(["generate", str(tmp_path), "--prompt", "hello tenstorrent", "--max-new-tokens", "5",
                      "--float32-storage", "float32", "--strict", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
@@ -406,11 +410,11 @@ def test_constant_pad_at_the_end(shape, after, value, seed):
     check(lambda t: F.pad(t, (0, 1, 0, after)), x)
 
 
-def test_constant_pad_the_device_cannot_do_falls_back_with_a_count():
+def test_constant_pad_in_front_and_of_1d_tensors_runs_on_the_device():
+    """(ttnn.pad cannot pad in front on TILE tensors; padding.py's concatenation can.)"""
     import torch.nn.functional as F
     x = bf(2, 40)
-    with ttnn_eager.record_ops() as rec, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with ttnn_eager.record_ops() as rec, ttnn_eager.strict():
         out = (F.pad(x.to(DEV), (2, 1)), F.pad(x[0].to(DEV), (0, 3)))
     assert torch.equal(out[0].cpu(), F.pad(x, (2, 1))) and torch.equal(out[1].cpu(), F.pad(x[0], (0, 3)))
-    assert rec.fallbacks == {"aten.constant_pad_nd.default": 2}
+    assert rec.fallbacks == {}
