@@ -409,6 +409,7 @@ def _norms(z):
     return (aten._native_batch_norm_legit_no_training(z, None, None, *stats, 0.1, 1e-5)[0],
             aten._native_batch_norm_legit.no_stats(z, None, None, True, 0.1, 1e-5)[0],
             aten._native_batch_norm_legit(z, None, None, *(s.clone() for s in stats), True, 0.1, 1e-5)[0],
+            aten.native_batch_norm(z, None, None, *stats, False, 0.1, 1e-5)[0],
             F.group_norm(z, 1))
 
 
