@@ -437,13 +437,18 @@ def download(h: Handle) -> torch.Tensor:
     counters.counts["device_to_host"] += 1
     if h.tt is None:
         return torch.zeros(h.shape, dtype=h.dtype)
-    if not h.shape.numel():  # nothing to read: ttnn.to_torch of an empty device tensor can block forever
+    if not h.shape.numel():  # nothing to read
         return torch.empty(h.shape, dtype=h.dtype)
-    real = ttnn.to_torch(h.tt)
-    if MOCK and h.shadow is None:
-        raise RuntimeError("ttnn_eager: the value of this tensor is unknown: it was computed on the mock device "
-                           "with shadow execution off (device_api.shadows_off, for host-time benchmarks only)")
-    value = h.shadow if MOCK else real
+    if MOCK:
+        # The value is the shadow's. The device is not read: on a mock device ttnn.to_torch returns zeros,
+        # and late in a long session it was seen to block forever (the test suite hung in it twice).
+        if h.shadow is None:
+            raise RuntimeError("ttnn_eager: the value of this tensor is unknown: it was computed on the mock "
+                               "device with shadow execution off (device_api.shadows_off, for host-time "
+                               "benchmarks only)")
+        value = h.shadow
+    else:
+        value = ttnn.to_torch(h.tt)
     return value.reshape(h.shape).to(h.dtype)
 
 
