@@ -108,7 +108,9 @@ expm1 = _unary("expm1", "expm1", aten.expm1.default)
 def xlogy(x, y):
     out = api.run("multiply", x, api.run("log", y))
     out = api.run("where", api.run("eq", x, 0.0), 0.0, out)
-    return api.run("where", api.run("ne", y, y), y, out)  # NaN propagates from y
+    dtype = torch.promote_types(x.dtype, y.dtype)
+    dtype = dtype if dtype.is_floating_point else torch.get_default_dtype()  # integers/bools give float32
+    return api.run("where", api.run("ne", y, y), y, out, out_dtype=dtype)  # NaN propagates from y
 
 
 @lowering(aten.glu.default, ttnn=["slice", "sigmoid", "multiply"], needs=TILE_FLOAT)
