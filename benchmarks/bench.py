@@ -574,6 +574,18 @@ def generation(cache: str, prompt: int = 32, tokens: int = 32) -> dict:
     return result
 
 
+def _write_json(results: dict, path) -> None:
+    """--json PATH: the results as JSON, to PATH (- for stdout); nothing when PATH is None."""
+    if not path:
+        return
+    text = json.dumps(results, indent=1, default=str)
+    if path == "-":
+        print(text)
+    else:
+        with open(path, "w") as f:
+            f.write(text)
+
+
 def _split(run: dict) -> str:
     """Host time per aten op of the last forward: outside the backend (PyTorch's dispatch, the model's
     Python), ours, inside ttnn calls."""
@@ -687,13 +699,7 @@ def _report(results: dict, rows: list, args) -> int:
         results["vision"] = vision_host_overhead(size=args.vision_size)
         results["vision"]["layers"] = vision_layers_overhead()
         _print_vision(results["vision"])
-    if args.json:
-        text = json.dumps(results, indent=1, default=str)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+    _write_json(results, args.json)
     return 0
 
 
@@ -749,13 +755,7 @@ def vision_main(args) -> int:
     v = vision_host_overhead(size=args.vision_size, forwards=args.forwards)
     v["layers"] = vision_layers_overhead()
     _print_vision(v)
-    if args.json:
-        text = json.dumps({"device": torch.ttnn.get_device_name(), "vision": v}, indent=1, default=str)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+    _write_json({"device": torch.ttnn.get_device_name(), "vision": v}, args.json)
     return 0
 
 
@@ -835,13 +835,7 @@ def _generation_main(args) -> int:
     print(f"ttnn_eager generation benchmark: {results['model']}, {results['device']}")
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:<30}  {target}")
-    if args.json:
-        text = json.dumps(results, indent=1, default=str)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+    _write_json(results, args.json)
     return 0
 
 
