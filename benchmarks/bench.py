@@ -29,7 +29,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import ttnn_eager  # noqa: E402
-from ttnn_eager import bert, counters, device_api, dispatch  # noqa: E402
+from ttnn_eager import bert, counters, device_api, dispatch, models  # noqa: E402
 from ttnn_eager.tensor import TtnnTensor  # noqa: E402
 
 # The hand-written TT-NN BERT-large: tenstorrent/tt-metal models/demos/bert/tt/ttnn_optimized_bert.py
@@ -547,11 +547,13 @@ def generation(cache: str, prompt: int = 32, tokens: int = 32) -> dict:
         model.generate(ids, logits_processor=transformers.LogitsProcessorList([first]), **kw)
         timer = HostTimer().install()
         clock = _StepClock(timer)
+        buffers = models._CacheBuffers(model)
         try:
             ttnn_eager.reset_stats()
             model.generate(ids, logits_processor=transformers.LogitsProcessorList([clock]), **kw)
         finally:
             timer.uninstall()
+            buffers = buffers.summary()
     steps = list(zip(clock.marks, clock.marks[1:]))  # decode steps: between consecutive snapshots
     n = len(steps)
 
@@ -570,6 +572,7 @@ def generation(cache: str, prompt: int = 32, tokens: int = 32) -> dict:
     result["first_run_new_programs_per_token"] = sum(first_steps) / max(len(first_steps), 1)
     result["device_bytes_first_step"] = clock.marks[1][6]
     result["device_bytes_last_step"] = clock.marks[-1][6]
+    result["cache_device_tensors"], result["cache_tensors_reallocated"] = buffers["tensors"], buffers["reallocated"]
     del model
     return result
 
@@ -773,6 +776,8 @@ def _generation_rows(gen: dict) -> list:
              f"{g['first_run_new_programs_per_token']:.1f} / {g['new_programs_per_token']:.1f}", "0"),
             (f"  device memory, first -> last decode step",
              f"{g['device_bytes_first_step'] / 2**20:.1f} -> {g['device_bytes_last_step'] / 2**20:.1f} MiB", "-"),
+            (f"  KV-cache device tensors: reallocated / held",
+             f"{g['cache_tensors_reallocated']} / {g['cache_device_tensors']}", "static: 0 (written in place)"),
         ]
     return rows
 

@@ -226,13 +226,45 @@ def test_a_static_kv_cache_written_token_by_token():
     caches = {}
     for device in ("cpu", DEV):
         cache = torch.zeros(1, 2, 8, 32, device=device)
+        address = _address(cache)
         for step in range(4):
             kv = torch.full((1, 2, 1, 32), float(step + 1)).to(device)
             cache.index_copy_(2, torch.tensor([step]).to(device), kv)
             cache[:, :, step + 4:step + 5] = kv * 2
             seen = cache.sum()
+            assert _address(cache) == address  # the same device buffer every step: written in place
         caches[device] = (cache.cpu(), seen.cpu())
     assert torch.equal(caches["cpu"][0], caches[DEV][0]) and torch.equal(caches["cpu"][1], caches[DEV][1])
+
+
+def _address(t):
+    from ttnn_eager import device_api
+    return device_api.buffer_address(t._handle) if t.device.type == "ttnn" else t.data_ptr()
+
+
+def test_in_place_writes_keep_the_buffer_only_where_no_other_tensor_can_see_it():
+    """An in-place write copies into the tensor's own device buffer (as CUDA keeps a tensor's storage),
+    except where another tensor is on that buffer: a clone (copy-on-write: the same ttnn tensor), or a
+    tensor that ttnn made by handing back its input's buffer (repeat by ones, cat of one tensor, a reshape).
+    Those must keep their values. The mock's shadows cannot show a shared buffer overwritten (each tensor
+    has its own), so the test asserts the buffers: after the write, no other tensor is on x's buffer."""
+    for device in ("cpu", DEV):
+        x = torch.arange(64.0).reshape(4, 16).to(device)
+        start = _address(x)
+        x.add_(1)
+        alone = _address(x) == start
+        others = {"clone": x.clone(), "repeat": x.repeat(1, 1), "cat": torch.cat([x]),
+                  "unsafe_view": torch.ops.aten._unsafe_view(x.clone(), (2, 32))}
+        v = x.view(64)
+        x.mul_(2)
+        got = {k: t.cpu() for k, t in {"x": x, "view": v, **others}.items()}
+        if device == "cpu":
+            ref = got
+        else:
+            assert alone, "x alone on its buffer: add_ must keep it"
+            shared = [k for k, t in others.items() if _address(t) == _address(x)]
+            assert not shared, f"written through x's buffer: {shared}"
+    assert all(torch.equal(got[k], ref[k]) for k in ref)
 
 
 # ----------------------------------------------------------------------------------------------- properties

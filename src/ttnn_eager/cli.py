@@ -229,6 +229,10 @@ def cmd_generate(args) -> int:
     print(f"per token ttnn ops {per.get('ttnn_ops', 0):.1f}, aten ops {per.get('aten_ops', 0):.1f}, "
           f"device->host {per.get('device_to_host', 0):.2f}, host->device {per.get('host_to_device', 0):.2f}, "
           f"fallbacks {per.get('fallbacks', 0):.2f}")
+    b = r["cache_buffers"]
+    if b["tensors"]:
+        print(f"kv cache  {b['tensors']} device tensors, {b['reallocated']} reallocated across "
+              f"{b['steps']} forwards" + (" (written in place)" if not b["reallocated"] else ""))
     return 0
 
 

@@ -8,6 +8,8 @@ Everything the backend does on a device goes through these functions:
     run(op, *args, **kwargs)        one ttnn op (e.g. "linear", "transformer.scaled_dot_product_attention"),
                                     counted in ttnn_ops
     create(op, args, ...)           a ttnn factory op (full, zeros, arange) made on the device
+    overwrite(dst, src)             an in-place write into dst's own buffer (ttnn.copy), where no other
+                                    tensor is on that buffer
 
 and the results are `Handle`s: a ttnn tensor plus what PyTorch sees of it (torch dtype and shape).
 
@@ -29,6 +31,7 @@ import atexit
 import contextlib
 import functools
 import math
+import sys
 
 import torch
 
@@ -77,9 +80,12 @@ class Handle:
             (uploads, constants, and views of them), else None; exact: min and max both occur (not only
             a range). Lets the embedding check token ids, and `mask.all()` be answered, with no device read
     version, source   view bookkeeping (see dispatch.refresh)
+    root    when `tt` shares its device buffer with another ttnn tensor (ttnn returns its input's buffer
+            for a reshape that keeps the tiles, a no-op slice, permute, to_layout, ...): that buffer's first
+            tensor object, held so that its reference count counts every tensor on the buffer (see overwrite)
     """
 
-    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "__weakref__")
+    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "__weakref__")
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
         self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
@@ -87,10 +93,11 @@ class Handle:
         self.bounds = bounds  # (min, max, exact) of integer/bool values when known from the host, else None
         self.version = 0      # bumped by every in-place write
         self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
+        self.root = None      # the tensor object whose buffer `tt` shares, if any
 
     def assign(self, other: "Handle") -> None:
         """This handle now holds other's value: its device tensor, shadow and known value bounds."""
-        self.tt, self.shadow, self.bounds = other.tt, other.shadow, other.bounds
+        self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
 
     @property
     def layout(self):
@@ -479,12 +486,54 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
         if not first.shape and shape == _ONE:  # a 0-d tensor is [1] to some ttnn ops: its result stays 0-d
             shape = first.shape
         result = Handle(out, value, dtype, shape, first.index)
+        result.root = _shared_buffer(out, args)
     else:
         values = shadow(op, args, kwargs, out) if _shadowing else [None] * len(out)
         result = [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
+        for r in result:
+            r.root = _shared_buffer(r.tt, args)
     if recording is not None:
         recording.on_run(op, args, kwargs, result)
     return result
+
+
+def _shared_buffer(out, args):
+    """The tensor object whose device buffer `out` (a result of a ttnn op on `args`) shares, or None when out
+    has a buffer of its own. ttnn hands back its input's buffer when there is nothing to move (measured in
+    0.81.1: reshape keeping the tiles, unsqueeze/squeeze, full-range slice, identity permute/transpose,
+    same-layout to_layout, single-tensor concat, repeat by ones, pad by zeros)."""
+    address = out.buffer_address()
+    for a in args:
+        if type(a) is list and a and type(a[0]) is Handle:
+            a = a[0]
+        if type(a) is Handle and a.tt is not None and a.tt.buffer_address() == address:
+            return a.root if a.root is not None else a.tt
+    return None
+
+
+def buffer_address(h: Handle) -> int | None:
+    """The device address of h's buffer (None while unwritten): what stays the same across in-place writes."""
+    return None if h.tt is None else h.tt.buffer_address()
+
+
+def overwrite(dst: Handle, src: Handle) -> bool:
+    """An in-place write that keeps dst's device buffer (as a CUDA tensor keeps its storage): src's value is
+    copied into it (ttnn.copy), and dst takes src's shadow and bounds. Done only when that is invisible to
+    every other tensor: dst's tensor object is referenced by dst alone (no clone, graph or cached form shares
+    it, and no tensor aliases its buffer: those hold it as their `root`), dst does not itself alias another
+    buffer, and src has the same shape, padding, device dtype, layout and memory. Returns False otherwise
+    (the caller then gives dst src's tensor: Handle.assign). Never during graph capture, whose recording
+    names values by tensor object."""
+    d, s = dst.tt, src.tt
+    if (recording is not None or d is None or s is None or d is s or dst.root is not None
+            or src.root is d or sys.getrefcount(d) > 3):  # d, dst.tt, getrefcount's argument
+        return False
+    if (d.dtype != s.dtype or d.layout != s.layout or d.shape != s.shape or d.padded_shape != s.padded_shape
+            or d.memory_config() != s.memory_config()):
+        return False
+    copy_into(s, d)
+    dst.shadow, dst.bounds = src.shadow, src.bounds
+    return True
 
 
 def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:

@@ -153,7 +153,9 @@ def write(dst: api.Handle, h: api.Handle) -> None:
         refresh(base)
         write(base, lowerings.views.scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
         dst.source = (base, base.version, fn, hargs, hkwargs, pos)
-    dst.assign(h)  # the value, and what is known of it, are h's now
+        dst.assign(h)  # the value, and what is known of it, are h's now
+    elif not api.overwrite(dst, h):  # a base keeps its device buffer where nothing else can see the change
+        dst.assign(h)
     dst.version += 1
 
 

@@ -2,9 +2,11 @@
 on a ttnn device.
 
 Capture runs the region eagerly, as usual, while the device API (the one ttnn caller) reports every call to
-a `_Recorder`: `run`/`create` give (ttnn op, arguments, result handles), `upload` a constant. A ttnn tensor
-is never modified in place (an in-place op gives its handle a new tensor: Handle.assign), so the ttnn
-tensor *objects* name values: the recording is a list of steps over numbered slots, each slot either
+a `_Recorder`: `run`/`create` give (ttnn op, arguments, result handles), `upload` a constant. While recording,
+a ttnn tensor is never modified in place (an in-place op gives its handle a new tensor: Handle.assign;
+device_api.overwrite, which eager mode uses to keep a tensor's buffer, is off), and the graph holds the
+tensors it read, so eager writes after capture do not overwrite them either: the ttnn tensor *objects* name
+values. The recording is a list of steps over numbered slots, each slot either
 
     produced    a result of an earlier step (or a constant uploaded inside the region, kept by the graph)
     external    a device tensor that existed before the region: a weight, a static input, a KV cache.

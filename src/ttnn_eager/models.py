@@ -157,6 +157,32 @@ class _Snapshots:
         return scores
 
 
+class _CacheBuffers:
+    """A forward pre-hook that records, at every forward of generate(), the device buffer address of each
+    tensor the KV cache holds (a StaticCache's keys, values and positions): with the same addresses at every
+    decode step, the cache was written in place (no reallocation)."""
+
+    def __init__(self, model):
+        self.marks = []
+        self._hook = model.register_forward_pre_hook(self, with_kwargs=True)
+
+    def __call__(self, module, args, kwargs):
+        from . import device_api
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        tensors = [t for layer in getattr(cache, "layers", ()) for t in vars(layer).values()
+                   if hasattr(t, "_handle")]
+        self.marks.append([device_api.buffer_address(t._handle) for t in tensors])
+
+    def summary(self) -> dict:
+        """tensors: device tensors the cache holds; reallocated: how many changed buffer between decode steps
+        (from the first forward that found the cache on the device)."""
+        self._hook.remove()
+        marks = [m for m in self.marks if m]
+        changed = {i for a, b in zip(marks, marks[1:]) for i, (x, y) in enumerate(zip(a, b)) if x != y}
+        return {"tensors": len(marks[-1]) if marks else 0, "reallocated": len(changed),
+                "steps": len(marks)}
+
+
 def _steps(marks, start) -> list:
     """Per generated token: (seconds, counter differences) between consecutive snapshots (the first from
     the start of generate(): the prompt's forward)."""
@@ -228,6 +254,7 @@ def compare_generate(model, ids: torch.Tensor, max_new_tokens: int = 32, cache: 
     dev_model = on_device if on_device is not None else copy.deepcopy(model).to(device)
     dev_ids = ids.to(device)
     snap = _Snapshots()
+    buffers = _CacheBuffers(dev_model)
     previous = config.configure(strict=strict)
     try:
         counters.reset_stats()
@@ -240,6 +267,7 @@ def compare_generate(model, ids: torch.Tensor, max_new_tokens: int = 32, cache: 
         fallback_ops = {str(k): v for k, v in counters.fallback_by_op.items()}
     finally:
         config.settings.update(previous)
+        cache_buffers = buffers.summary()
     seq = out.sequences.cpu()
     ref_seq = ref.sequences
     n_prompt = ids.shape[1] if not model.config.is_encoder_decoder else 1  # (the decoder's start token)
@@ -269,6 +297,7 @@ def compare_generate(model, ids: torch.Tensor, max_new_tokens: int = 32, cache: 
             snap.marks[-1][2] - snap.marks[0][2]).items()} if len(snap.marks) > 1 else {},
         "total_ttnn_by_op": dict(ttnn_by_op),
         "device_bytes_per_step": [m[3] for m in snap.marks],
+        "cache_buffers": cache_buffers,
         "programs_built_per_step": [b[4] - a[4] for a, b in zip(snap.marks, snap.marks[1:])],
     }
 
