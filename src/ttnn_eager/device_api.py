@@ -525,8 +525,9 @@ def overwrite(dst: Handle, src: Handle) -> bool:
     (the caller then gives dst src's tensor: Handle.assign). Never during graph capture, whose recording
     names values by tensor object."""
     d, s = dst.tt, src.tt
-    if (recording is not None or d is None or s is None or d is s or dst.root is not None
-            or src.root is d or sys.getrefcount(d) > 3):  # d, dst.tt, getrefcount's argument
+    if (recording is not None or d is None or s is None or d is s or dst.root is not None or src.root is d
+            or not dst.shape.numel()  # nothing to copy (and ttnn.copy of no elements dies with SIGFPE)
+            or sys.getrefcount(d) > 3):  # d, dst.tt, getrefcount's argument
         return False
     if (d.dtype != s.dtype or d.layout != s.layout or d.shape != s.shape or d.padded_shape != s.padded_shape
             or d.memory_config() != s.memory_config()):
