@@ -237,6 +237,38 @@ def test_a_static_kv_cache_written_token_by_token():
     assert torch.equal(caches["cpu"][0], caches[DEV][0]) and torch.equal(caches["cpu"][1], caches[DEV][1])
 
 
+@pytest.mark.parametrize("users, dtype", [(1, torch.float32), (3, torch.float32), (2, torch.bfloat16)])
+def test_a_decode_step_row_is_written_by_update_cache_in_place(users, dtype):
+    """index_copy_ of one position known on the host (arange + an offset, as transformers' StaticLayer
+    computes it) into a [users, heads, length, dim] cache is ttnn.update_cache into the cache's own buffer;
+    a position computed on the device, or a cache a clone shares, takes the general route (scatter)."""
+    got = {}
+    for device in ("cpu", DEV):
+        torch.manual_seed(0)
+        cache = _rows(users, 40, dtype).to(device)
+        offset = torch.tensor([3]).to(device)
+        address = _address(cache)
+        with ttnn_eager.record_ops() as rec:
+            for step in range(3):
+                position = torch.arange(1, device=device) + offset
+                offset.add_(1)
+                cache.index_copy_(2, position, _rows(users, 1, dtype).to(device))
+        same_buffer = _address(cache) == address
+        computed = (offset * 2 - offset).to(torch.int64)  # a position the host does not know
+        cache.index_copy_(2, computed, _rows(users, 1, dtype).to(device))
+        shared = cache.clone()
+        cache.index_copy_(2, torch.tensor([0]).to(device), _rows(users, 1, dtype).to(device))
+        got[device] = (cache.cpu(), shared.cpu())
+        if device == DEV:
+            assert same_buffer and rec.ttnn["update_cache"] == 3 and "scatter" not in rec.ttnn, rec.ttnn
+    assert torch.equal(got["cpu"][0], got[DEV][0]) and torch.equal(got["cpu"][1], got[DEV][1])
+
+
+def _rows(users, length, dtype):
+    """Values bfloat16 holds exactly (float32 is stored as bfloat16 by default): the writes compare exactly."""
+    return torch.randn(users, 2, length, 64).bfloat16().to(dtype)
+
+
 def _address(t):
     from ttnn_eager import device_api
     return device_api.buffer_address(t._handle) if t.device.type == "ttnn" else t.data_ptr()

@@ -364,7 +364,16 @@ def _rand_ref(shape, dtype=None, low=0.0, high=1.0, seed=0, **_):
 
 # References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
 # float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
+def _update_cache_ref(cache, x, update_idx, batch_offset=0, **_):
+    """ttnn.update_cache: row `update_idx` of every user's cache (dim 2) from x [1, heads, users, dim] (the
+    golden function writes into its argument, which may be shared: this one does not)."""
+    out = cache.clone()
+    out[:, :, update_idx, :] = x[0, :, batch_offset:batch_offset + cache.shape[0], :].transpose(0, 1)
+    return out
+
+
 REFERENCES = {
+    "update_cache": _update_cache_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
     "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value
     "tilize": _to_layout_ref,
@@ -516,18 +525,25 @@ def buffer_address(h: Handle) -> int | None:
     return None if h.tt is None else h.tt.buffer_address()
 
 
+def sole_owner(h: Handle) -> bool:
+    """h's device buffer can be written in place without any other tensor seeing it: h's tensor object is
+    referenced by h alone (no clone, graph or cached form shares it, and no tensor aliases its buffer: those
+    hold it as their `root`), h does not itself alias another buffer, and it has elements. Never during graph
+    capture, whose recording names values by tensor object."""
+    d = h.tt
+    return (recording is None and d is not None and h.root is None and h.shape.numel() > 0
+            and sys.getrefcount(d) <= 3)  # d, h.tt, getrefcount's argument
+
+
 def overwrite(dst: Handle, src: Handle) -> bool:
     """An in-place write that keeps dst's device buffer (as a CUDA tensor keeps its storage): src's value is
-    copied into it (ttnn.copy), and dst takes src's shadow and bounds. Done only when that is invisible to
-    every other tensor: dst's tensor object is referenced by dst alone (no clone, graph or cached form shares
-    it, and no tensor aliases its buffer: those hold it as their `root`), dst does not itself alias another
-    buffer, and src has the same shape, padding, device dtype, layout and memory. Returns False otherwise
-    (the caller then gives dst src's tensor: Handle.assign). Never during graph capture, whose recording
-    names values by tensor object."""
+    copied into it (ttnn.copy), and dst takes src's shadow and bounds. Done only when dst is the sole owner
+    of its buffer and src has the same shape, padding, device dtype, layout and memory; returns False
+    otherwise (the caller then gives dst src's tensor: Handle.assign)."""
+    if not sole_owner(dst):  # (first: a local reference to dst.tt would count against it)
+        return False
     d, s = dst.tt, src.tt
-    if (recording is not None or d is None or s is None or d is s or dst.root is not None or src.root is d
-            or not dst.shape.numel()  # nothing to copy (and ttnn.copy of no elements dies with SIGFPE)
-            or sys.getrefcount(d) > 3):  # d, dst.tt, getrefcount's argument
+    if s is None or d is s or src.root is d:
         return False
     if (d.dtype != s.dtype or d.layout != s.layout or d.shape != s.shape or d.padded_shape != s.padded_shape
             or d.memory_config() != s.memory_config()):
@@ -535,6 +551,18 @@ def overwrite(dst: Handle, src: Handle) -> bool:
     copy_into(s, d)
     dst.shadow, dst.bounds = src.shadow, src.bounds
     return True
+
+
+def update_in_place(op: str, dst: Handle, *args, **kwargs) -> Handle:
+    """`ttnn.<op>(dst, *args, **kwargs)` for an op that writes into dst's buffer (update_cache): dst keeps its
+    device tensor and takes the new value. The caller has checked sole_owner(dst)."""
+    targs = [a.tt if type(a) is Handle else a for a in args]
+    _resolve(op)(dst.tt, *targs, **kwargs)
+    _count(op)
+    if _shadowing:
+        dst.shadow = shadow(op, (dst, *args), kwargs, (dst.tt,))[0]
+    dst.bounds = None
+    return dst
 
 
 def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:

@@ -70,9 +70,36 @@ def _scaled(b, alpha):
     return api.run("multiply", b, _scalar(alpha)) if is_handle(b) else b * alpha
 
 
-@lowering(aten.add.Tensor, aten.add.Scalar, ttnn=["add"], needs=PROMOTE)
+@lowering(aten.add.Tensor, aten.add.Scalar, ttnn=["add"], needs=PROMOTE,
+          notes="integer results keep known value bounds (positions: a StaticCache's write row)")
 def add(a, b, *, alpha=1):
-    return binary("add", a, _scaled(b, alpha), result_dtype(a, b))
+    out = binary("add", a, _scaled(b, alpha), result_dtype(a, b))
+    if out.dtype in _INTEGERS and type(alpha) is int:
+        out.bounds = _sum_bounds(_known(a), _known(b), alpha)
+    return out
+
+
+_INTEGERS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_INT32 = (-2**31, 2**31 - 1)
+
+
+def _known(x):
+    """(min, max, exact) of an integer operand known on the host (a Python int, or a tensor's bounds)."""
+    if type(x) is int:
+        return x, x, True
+    return x.bounds if is_handle(x) else None
+
+
+def _sum_bounds(a, b, alpha: int):
+    """Bounds of a + alpha * b from the operands' bounds: min and max add up; both occur when one side is a
+    single known value (a position plus an offset); None when unknown or when int32 could wrap."""
+    if a is None or b is None:
+        return None
+    lo_b, hi_b = sorted((alpha * b[0], alpha * b[1]))
+    lo, hi = a[0] + lo_b, a[1] + hi_b
+    if lo < _INT32[0] or hi > _INT32[1]:
+        return None
+    return lo, hi, a[2] and b[2] and (a[0] == a[1] or b[0] == b[1])
 
 
 @lowering(aten.sub.Tensor, aten.sub.Scalar, ttnn=["subtract"], needs=PROMOTE)

@@ -207,6 +207,38 @@ def index_copy(x, d, index, source):
     return index_put(x, [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected))
 
 
+@lowering(aten.index_copy_.default, ttnn=["update_cache", "scatter"], needs={"source": TILE, "*": ANY},
+          notes="a KV cache's decode step -- one position of a [users, heads, length, dim] cache, known on the "
+                "host -- is ttnn.update_cache into the cache's own buffer; otherwise index_copy, written back")
+def index_copy_(x, d, index, source):
+    row = _cache_row(x, d, index, source)
+    if row is None:
+        return index_copy(x, d, index, source)
+    if source.shape[0] > 1:  # [users, heads, 1, dim] -> update_cache's [1, heads, users, dim]
+        source = permute_handle(source, (2, 1, 0, 3))
+    return api.update_in_place("update_cache", x, source, row)
+
+
+_CACHE_DTYPES = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)  # what ttnn.update_cache takes
+
+
+def _cache_row(x, d, index, source) -> int | None:
+    """The cache position index_copy_ writes, when ttnn.update_cache can write it in place: x a base tensor
+    [users <= 32, heads, length, dim] in TILE that no other tensor shares (device_api.sole_owner), d = 2, one
+    position known on the host (the index's bounds: transformers' StaticLayer computes it as
+    arange + cumulative_length, both known), source [users, heads, 1, dim] of x's dtype. Else None."""
+    if (len(x.shape) != 4 or dim(d, 4) != 2 or index.shape.numel() != 1 or x.source is not None
+            or x.dtype != source.dtype or tuple(source.shape) != (x.shape[0], x.shape[1], 1, x.shape[3])
+            or x.shape[0] > 32 or not api.sole_owner(x)):
+        return None
+    b = index.bounds
+    if b is None or b[0] != b[1] or not 0 <= b[0] < x.shape[2]:
+        return None
+    if x.layout != api.TILE or x.tt_dtype not in _CACHE_DTYPES or source.tt_dtype not in _CACHE_DTYPES:
+        return None
+    return b[0]
+
+
 @lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, ttnn=["scatter"], needs=ANY)
 def index_fill(x, d, index, value):
     d = dim(d, len(x.shape))
