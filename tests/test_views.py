@@ -226,6 +226,7 @@ def test_a_static_kv_cache_written_token_by_token():
     caches = {}
     for device in ("cpu", DEV):
         cache = torch.zeros(1, 2, 8, 32, device=device)
+        torch._dynamo.mark_static_address(cache)  # as transformers' StaticLayer does
         address = _address(cache)
         for step in range(4):
             kv = torch.full((1, 2, 1, 32), float(step + 1)).to(device)
@@ -274,16 +275,20 @@ def _address(t):
     return device_api.buffer_address(t._handle) if t.device.type == "ttnn" else t.data_ptr()
 
 
-def test_in_place_writes_keep_the_buffer_only_where_no_other_tensor_can_see_it():
-    """An in-place write copies into the tensor's own device buffer (as CUDA keeps a tensor's storage),
-    except where another tensor is on that buffer: a clone (copy-on-write: the same ttnn tensor), or a
-    tensor that ttnn made by handing back its input's buffer (repeat by ones, cat of one tensor, a reshape).
-    Those must keep their values. The mock's shadows cannot show a shared buffer overwritten (each tensor
-    has its own), so the test asserts the buffers: after the write, no other tensor is on x's buffer."""
+def test_in_place_writes_keep_a_pinned_buffer_only_where_no_other_tensor_can_see_it():
+    """A tensor marked with torch._dynamo.mark_static_address (as transformers' StaticCache marks its
+    tensors for CUDA graphs) keeps its device buffer across in-place writes: the new value is ttnn.copy'd into
+    it -- except where another tensor is on that buffer: a clone (copy-on-write: the same ttnn tensor), or a
+    tensor that ttnn made by handing back its input's buffer (repeat by ones, cat of one tensor). Those must
+    keep their values. The mock's shadows cannot show a shared buffer overwritten (each tensor has its own),
+    so the test asserts the buffers: after the write, no other tensor is on x's buffer. An unmarked tensor
+    takes the result's buffer (no extra op)."""
     for device in ("cpu", DEV):
         x = torch.arange(64.0).reshape(4, 16).to(device)
+        torch._dynamo.mark_static_address(x)
         start = _address(x)
-        x.add_(1)
+        with ttnn_eager.record_ops() as rec:
+            x.add_(1)
         alone = _address(x) == start
         others = {"clone": x.clone(), "repeat": x.repeat(1, 1), "cat": torch.cat([x]),
                   "unsafe_view": torch.ops.aten._unsafe_view(x.clone(), (2, 32))}
@@ -293,9 +298,13 @@ def test_in_place_writes_keep_the_buffer_only_where_no_other_tensor_can_see_it()
         if device == "cpu":
             ref = got
         else:
-            assert alone, "x alone on its buffer: add_ must keep it"
+            assert alone and rec.ttnn["copy"] == 1, "x alone on its buffer: add_ must keep it"
             shared = [k for k, t in others.items() if _address(t) == _address(x)]
             assert not shared, f"written through x's buffer: {shared}"
+            y = torch.zeros(4, 16, device=DEV)
+            with ttnn_eager.record_ops() as rec:
+                y.add_(1)
+            assert "copy" not in rec.ttnn and torch.equal(y.cpu(), torch.ones(4, 16))
     assert all(torch.equal(got[k], ref[k]) for k in ref)
 
 

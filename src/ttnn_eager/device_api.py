@@ -83,9 +83,12 @@ class Handle:
     root    when `tt` shares its device buffer with another ttnn tensor (ttnn returns its input's buffer
             for a reshape that keeps the tiles, a no-op slice, permute, to_layout, ...): that buffer's first
             tensor object, held so that its reference count counts every tensor on the buffer (see overwrite)
+    pinned  its tensor asked for a fixed device address (torch._dynamo.mark_static_address, as transformers'
+            StaticCache does): in-place writes keep its buffer (dispatch.write, overwrite)
     """
 
-    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "__weakref__")
+    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "pinned",
+                 "__weakref__")
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
         self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
@@ -94,6 +97,7 @@ class Handle:
         self.version = 0      # bumped by every in-place write
         self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
         self.root = None      # the tensor object whose buffer `tt` shares, if any
+        self.pinned = False   # in-place writes keep the device buffer
 
     def assign(self, other: "Handle") -> None:
         """This handle now holds other's value: its device tensor, shadow and known value bounds."""

@@ -134,6 +134,8 @@ def refresh(h: api.Handle) -> api.Handle:
 
 def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
     """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
+    if getattr(target, "_dynamo_static_input_type", None) is not None:
+        target._handle.pinned = True  # torch._dynamo.mark_static_address(target): its address must not change
     write(target._handle, h)
     return target
 
@@ -141,7 +143,12 @@ def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
 def write(dst: api.Handle, h: api.Handle) -> None:
     """dst now holds h's value. When dst is a view with its own device tensor, the write reaches its base --
     the view's new value scattered into the base (views.scatter_into), recursively for a view of a view --
-    and every other view of that base sees it (refresh). Note [writes through views] in lowerings/views.py."""
+    and every other view of that base sees it (refresh). Note [writes through views] in lowerings/views.py.
+
+    A base normally takes h's device tensor (TT-NN tensors are values: the old buffer is freed, memory stays
+    flat, no extra op). A pinned base -- its tensor marked with torch._dynamo.mark_static_address, as
+    transformers' StaticCache marks its keys, values and positions for CUDA graphs -- keeps its buffer: h's
+    value is copied into it (device_api.overwrite: one ttnn.copy), where no other tensor shares that buffer."""
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() != dst.shape.numel() or h.tt is None:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
@@ -154,7 +161,7 @@ def write(dst: api.Handle, h: api.Handle) -> None:
         write(base, lowerings.views.scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
         dst.source = (base, base.version, fn, hargs, hkwargs, pos)
         dst.assign(h)  # the value, and what is known of it, are h's now
-    elif not api.overwrite(dst, h):  # a base keeps its device buffer where nothing else can see the change
+    elif not (dst.pinned and api.overwrite(dst, h)):
         dst.assign(h)
     dst.version += 1
 
