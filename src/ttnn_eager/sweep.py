@@ -386,6 +386,7 @@ def check(func, args, kwargs) -> dict:
     dev_args, dev_kwargs = tree_map(_on_device, (list(args), kwargs))
     if "device" in dev_kwargs:  # (factories: as a torch.device, or a string)
         dev_kwargs["device"] = torch.device(opinfo.DEV)
+    held = _float(_to_cpu((dev_args, dev_kwargs)))  # the inputs as the device holds them (before in-place ops)
     ttnn_ops, uploads = counters.ttnn_by_op.copy(), counters.counts["host_to_device"]
     try:
         with strict():  # a lowering that refuses these arguments (Unfit) says why, instead of falling back
@@ -404,8 +405,8 @@ def check(func, args, kwargs) -> dict:
     if kind == "distribution" and min(r.numel() for r in ref) >= DISTRIBUTION_MIN:
         row["ks"], row["ks_bound"] = max((_ks(g, r) for g, r in zip(got, ref)), key=lambda t: t[0] / t[1])
         return row
-    if kind == "values":  # PyTorch in float32 on the inputs as the device holds them
-        ref = tree_flatten(func(*_float(_to_cpu(dev_args)), **_float(_to_cpu(dev_kwargs))))[0]
+    if kind == "values":  # PyTorch in float32 on the inputs as the device held them
+        ref = tree_flatten(func(*held[0], **held[1]))[0]
         row["exact"] = not any(r.is_floating_point() if isinstance(r, torch.Tensor) else isinstance(r, float)
                                for r in ref)
     else:
