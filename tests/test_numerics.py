@@ -326,6 +326,7 @@ def test_validate_sweeps_every_lowering(tmp_path, capsys, restore_config):
                                     "vocab": 7630}
     rows = {r["op"]: r for r in report["sweep"]}
     assert set(rows) == {str(op) for op in REGISTRY}
+    assert not [op for op, r in rows.items() if r["how"].startswith("not exercised")]  # else: sweep.UNREACHED
     failing = {op: r["failure"] for op, r in rows.items() if r.get("failure")}
     assert set(failing) <= {op for op, (bound, _) in sweep.EXCEPTIONS.items() if bound is None}, failing
     for r in rows.values():

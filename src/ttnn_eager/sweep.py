@@ -7,18 +7,21 @@ copies the calls of lowered overloads (the forward, and for float32 samples the 
 own aten overloads are also called with its samples directly (composites such as linear, layer_norm or
 scaled_dot_product_attention decompose before a dispatch mode sees them). An overload no sample reaches
 borrows a sibling overload's call, its arguments matched by schema name (bitwise_and.Scalar from
-bitwise_and.Tensor: a tensor argument becomes its first element; rand.generator from rand.default). Up to
+bitwise_and.Tensor: a tensor argument becomes its first element; randn.generator from randn.default); the
+few that have no sibling either are called as written in UNREACHED (bert-large's dropout in training, rand,
+randperm, ...), and a lowering added later with none of these gets a row that says so. Up to
 CANDIDATES calls are kept per overload, best first (from its own OpInfo, no empty tensor, most dimensions);
-the first one the lowering accepts is measured. The scan takes ~30 s, cached per torch version and lowerings.
+the first one the lowering accepts is measured. The scan takes ~7 s, cached per torch version and lowerings.
 
 How a call is scaled to bert-large (Dims: batch B, seq S 384, hidden H 1024, 16 heads of 64, intermediate I
 4096, vocab V 30522; tests divide all but B and the head size by 4):
   * matmul-like ops take the shapes of bert-large's own (BERT_SHAPES: linear, matmul, mm, addmm, bmm,
     scaled_dot_product_attention, embedding), the other arguments from the sample;
-  * every other op is scaled by rank: each tensor, and each size list (SIZE_LISTS), is right-aligned against
-    the bert-large activation of the highest rank among them -- [H], [B*S, H], [B, S, H], [B, 16, S, 64] --
-    in each dimension > 1 (1 and 0 stay). This keeps broadcasting, reductions over `dim`, softmax, trailing
-    normalized shapes, and views between ranks valid;
+  * every other op is scaled by rank: each tensor, and each `normalized_shape`, is right-aligned against the
+    bert-large activation of the highest rank among the call's tensors and size lists -- [H], [B*S, H],
+    [B, S, H], [B, 16, S, 64] -- in each dimension > 1 (1 and 0 stay); a `size` or `shape` list (views,
+    factories) becomes the activation of its own rank the same way. This keeps broadcasting, reductions over
+    `dim`, softmax, trailing normalized shapes, and views between ranks (all of B*S*H elements) valid;
   * the OpInfo sample is kept, and the row says why, where shapes are structural: index tensors
     (STRUCTURAL_TENSORS: gather, scatter, index_*), STRUCTURAL_FAMILIES (convolution, batch norm), ranks above
     4, nothing to scale (factories sized by a number: arange, eye, linspace), scaled calls PyTorch itself
@@ -67,7 +70,7 @@ UNDEFINED_OUTPUTS = {  # outputs left unwritten by design (the lowering's notes)
 KS_C = 1.949              # two-sample Kolmogorov-Smirnov bound at significance 0.001
 STRUCTURAL_FAMILIES = {"conv": "convolution: kernel sizes are structural",
                        "batchnorm": "per-channel tensors align with dim 1"}
-SIZE_LISTS = ("size", "normalized_shape")  # SymInt[] arguments that are shapes (scaled like tensors)
+SIZE_LISTS = ("size", "shape", "normalized_shape")  # SymInt[] arguments that are shapes (scaled as above)
 
 # The one list of exceptions to the tolerance: op -> (its bound on max abs error / max(1, max |reference|),
 # or None: the row may fail; why). tests/test_numerics.py fails when a row fails that is not listed as such.
@@ -119,11 +122,31 @@ BERT_SHAPES = {
 }
 
 
+def _randn(*shape) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0))
+
+
+_CPU = {"device": torch.device("cpu")}
+# calls written here for the overloads no OpInfo sample reaches (at bert-large's own shapes where it has them)
+UNREACHED = {
+    torch.ops.aten.native_dropout.default: lambda d: ((_randn(*d.activation(3)), 0.1, True), {}),  # training
+    torch.ops.aten.rand.default: lambda d: ((d.activation(3),), _CPU),
+    torch.ops.aten.rand.generator: lambda d: ((d.activation(3),), {"generator": None, **_CPU}),
+    torch.ops.aten.randperm.default: lambda d: ((d.vocab,), _CPU),
+    torch.ops.aten.randperm.generator: lambda d: ((d.vocab,), {"generator": None, **_CPU}),
+    torch.ops.aten._unsafe_index_put.default: lambda d: (  # rows of an embedding table
+        (_randn(d.vocab, d.hidden), [torch.arange(d.seq)], _randn(d.seq, d.hidden)), {}),
+    torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
+        (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
+         0.1, 1e-5), {}),
+}
+
+
 # ----------------------------------------------------------------------------------------------- the calls
-def _rank(func, args, kwargs) -> int:
-    """The highest rank among the call's tensors and size lists."""
+def _rank(func, args, kwargs, lists=SIZE_LISTS) -> int:
+    """The highest rank among the call's tensors and size lists (of those names)."""
     return max([t.dim() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)] +
-               [len(v) for n, v in _schema_names(func, args, kwargs) if n in SIZE_LISTS], default=0)
+               [len(v) for n, v in _schema_names(func, args, kwargs) if n in lists], default=0)
 
 
 def _scan() -> dict:
@@ -320,15 +343,17 @@ def scale(func, args, kwargs, dims: Dims) -> tuple:
         why = _structural(func, args, kwargs)
         if why:
             return args, kwargs, f"OpInfo sample: {why}"
-        rank = _rank(func, args, kwargs)
-        target = dims.activation(rank)
+        rank = _rank(func, args, kwargs, lists=("normalized_shape",))
+        target = dims.activation(rank) or []
 
-        def shape(s):
-            return [t if n > 1 else n for n, t in zip(s, target[rank - len(s):])]
+        def shape(s, own=False):
+            aligned = dims.activation(len(s)) if own else target[rank - len(s):]
+            return [t if n > 1 else n for n, t in zip(s, aligned or s)]
 
         names = [n for n, _ in _schema_names(func, args, kwargs)]
         values = [tree_map(lambda x: _resample(x, shape(x.shape), gen) if isinstance(x, torch.Tensor) else x, v)
-                  if n not in SIZE_LISTS else shape(v) for n, v in _schema_names(func, args, kwargs)]
+                  if n not in SIZE_LISTS else shape(v, own=n != "normalized_shape")
+                  for n, v in _schema_names(func, args, kwargs)]
         new = (values[:len(args)], dict(zip(names[len(args):], values[len(args):])))
         how = "bert-large (by rank)"
     try:
@@ -485,7 +510,11 @@ def run(dims: Dims | None = None, ops=None) -> list:
         for func in sorted(ops or REGISTRY, key=str):
             start = time.perf_counter()
             row = {"op": str(func)}
-            if func not in found:
+            if func in UNREACHED and func not in found:
+                row.update(source="sweep.UNREACHED", how="bert-large (written here: no OpInfo sample reaches it)",
+                           **_checked(func, *UNREACHED[func](dims)))
+                row["failure"] = failure(row)
+            elif func not in found:
                 row.update(shapes="-", how="not exercised: no OpInfo sample reaches this overload")
             else:
                 row.update(_first_accepted(func, found[func], dims))
