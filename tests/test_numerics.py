@@ -345,12 +345,18 @@ def test_validate_sweeps_every_lowering(tmp_path, capsys, restore_config):
 
 
 def test_sweep_catches_a_wrong_lowering(monkeypatch):
-    """The sweep flags a float lowering that computes another function, and an integer one that does."""
+    """The sweep flags a float lowering that computes another function, one off by a factor (Pearson 1: the
+    error bound catches it), and an integer one."""
     from ttnn_eager import sweep
     from ttnn_eager.dispatch import REGISTRY
     aten = torch.ops.aten
+    tanh = REGISTRY[aten.tanh.default].fn
     monkeypatch.setattr(REGISTRY[aten.sin.default], "fn", REGISTRY[aten.cos.default].fn)
+    monkeypatch.setattr(REGISTRY[aten.tanh.default], "fn", lambda x: api.run("multiply", tanh(x), 2.0))
     monkeypatch.setattr(REGISTRY[aten.bitwise_and.Tensor], "fn", REGISTRY[aten.bitwise_or.Tensor].fn)
-    rows = {r["op"]: r for r in sweep.run(sweep.bert_large(1, 4), ops=[aten.sin.default, aten.bitwise_and.Tensor])}
+    ops = [aten.sin.default, aten.tanh.default, aten.bitwise_and.Tensor]
+    rows = {r["op"]: r for r in sweep.run(sweep.bert_large(1, 4), ops=ops)}
     assert rows["aten.sin.default"]["failure"] and rows["aten.sin.default"]["pearson"] < 0.9
+    assert rows["aten.tanh.default"]["pearson"] > 0.999, rows["aten.tanh.default"]
+    assert rows["aten.tanh.default"]["failure"].startswith("max abs error")
     assert rows["aten.bitwise_and.Tensor"]["failure"].endswith("elements differ")

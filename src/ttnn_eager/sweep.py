@@ -34,7 +34,8 @@ How a row is compared (the device's inputs are downloaded first, so that what is
   * floating results: max abs error and Pearson against PyTorch in float32; the row passes at Pearson >=
     PEARSON_MIN (a constant or single value has none) and max abs error <= REL_ERR_MAX * max(1, max
     |reference|): the bound catches a wrong scale or offset, which Pearson does not;
-  * integer and bool results: exact (mismatching elements counted);
+  * integer and bool results: exact (mismatching elements counted), also beside floating ones (max.dim's
+    indices);
   * random ops (tagged nondeterministic_seeded, unless dropout_p is 0): shape and dtype, and with at least
     DISTRIBUTION_MIN values a two-sample Kolmogorov-Smirnov test against a CPU draw of the same call
     (significance 0.001);
@@ -485,8 +486,10 @@ def failure(row: dict) -> str:
         return ""
     if row["compare"] == "distribution":
         return f"KS {row['ks']:.4f} > {row['ks_bound']:.4f}" if row["ks"] > row["ks_bound"] else ""
+    if row.get("mismatches"):  # (integer and bool outputs, also beside floating ones: max.dim's indices)
+        return f"{row['mismatches']} integer or bool elements differ"
     if row.get("exact"):
-        return f"{row['mismatches']} elements differ" if row.get("mismatches") else ""
+        return ""
     if "pearson" not in row:
         return "no result compared"
     bound = (EXCEPTIONS.get(row["op"], (None,))[0] or REL_ERR_MAX) * max(1.0, row["scale"])
