@@ -296,7 +296,7 @@ def test_validate_writes_a_report(minilm_path, tmp_path, capsys, restore_config)
 
     from ttnn_eager import cli
     assert cli.main(["validate", "--model", minilm_path, "--layers", "1", "--seq", "64", "--attn", "sdpa",
-                     "--out", str(tmp_path)]) == 0
+                     "--no-sweep", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "validation.json").read_text())
     md = (tmp_path / "validation.md").read_text()
     assert report["ttnn"] == metadata.version("ttnn")
@@ -310,3 +310,53 @@ def test_validate_writes_a_report(minilm_path, tmp_path, capsys, restore_config)
         assert op in md
     assert "transformer.scaled_dot_product_attention" in rows["aten.scaled_dot_product_attention.default"]["ttnn_ops"]
     assert not any(r.get("fallback") for r in report["ops"])
+
+
+def test_validate_sweeps_every_lowering(tmp_path, capsys, restore_config):
+    """`ttnn-eager validate`'s sweep (bert-large's dimensions / 4, batch 1, for time): a row for every
+    lowering; a row that fails the tolerance is one sweep.EXCEPTIONS lists as failing (at some shapes)."""
+    import json
+
+    from ttnn_eager import cli, sweep
+    from ttnn_eager.dispatch import REGISTRY
+    assert cli.main(["validate", "--sweep-only", "--sweep-scale", "4", "--batch", "1", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "validation.json").read_text())
+    assert "## Every lowering at bert-large shapes" in (tmp_path / "validation.md").read_text()
+    assert report["sweep_dims"] == {"batch": 1, "seq": 96, "hidden": 256, "heads": 4, "intermediate": 1024,
+                                    "vocab": 7630}
+    rows = {r["op"]: r for r in report["sweep"]}
+    assert set(rows) == {str(op) for op in REGISTRY}
+    assert not [op for op, r in rows.items() if r["how"].startswith("not exercised")]  # else: sweep.UNREACHED
+    failing = {op: r["failure"] for op, r in rows.items() if r.get("failure")}
+    assert set(failing) <= {op for op, (bound, _) in sweep.EXCEPTIONS.items() if bound is None}, failing
+    for r in rows.values():
+        if r.get("compare") in (None, "refused"):  # not measured: it says why
+            assert r["how"].startswith("not exercised") or r["note"], r
+        elif r.get("exact"):
+            assert r["mismatches"] == 0 and r["max_abs_err"] == 0, r
+        elif r["compare"] == "values":
+            assert r["pearson"] == "nan" or r["pearson"] >= sweep.PEARSON_MIN, r
+    summary = sweep.summary(report["sweep"])
+    assert summary["at bert-large shapes"] > 150 and summary["exact"] > 30 and summary["distribution"] >= 5
+    for op in ("linear", "addmm", "bmm", "scaled_dot_product_attention", "layer_norm", "gelu", "_softmax",
+               "embedding", "add.Tensor", "view"):
+        row = rows[f"aten.{op}" + ("" if "." in op else ".default")]
+        assert row["how"].startswith("bert-large") and not row.get("failure"), row
+
+
+def test_sweep_catches_a_wrong_lowering(monkeypatch):
+    """The sweep flags a float lowering that computes another function, one off by a factor (Pearson 1: the
+    error bound catches it), and an integer one."""
+    from ttnn_eager import sweep
+    from ttnn_eager.dispatch import REGISTRY
+    aten = torch.ops.aten
+    tanh = REGISTRY[aten.tanh.default].fn
+    monkeypatch.setattr(REGISTRY[aten.sin.default], "fn", REGISTRY[aten.cos.default].fn)
+    monkeypatch.setattr(REGISTRY[aten.tanh.default], "fn", lambda x: api.run("multiply", tanh(x), 2.0))
+    monkeypatch.setattr(REGISTRY[aten.bitwise_and.Tensor], "fn", REGISTRY[aten.bitwise_or.Tensor].fn)
+    ops = [aten.sin.default, aten.tanh.default, aten.bitwise_and.Tensor]
+    rows = {r["op"]: r for r in sweep.run(sweep.bert_large(1, 4), ops=ops)}
+    assert rows["aten.sin.default"]["failure"] and rows["aten.sin.default"]["pearson"] < 0.9
+    assert rows["aten.tanh.default"]["pearson"] > 0.999, rows["aten.tanh.default"]
+    assert rows["aten.tanh.default"]["failure"].startswith("max abs error")
+    assert rows["aten.bitwise_and.Tensor"]["failure"].endswith("elements differ")

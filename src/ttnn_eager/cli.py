@@ -4,9 +4,10 @@
                     [--weight-dtype bfloat16|bfloat8_b] [--math-fidelity F] [--fp32-dest-acc on|off]
                     [--math-approx on|off] [--shadow-numerics hardware|exact] [--json]
     ttnn-eager validate [--layers N] [--batch B] [--seq S] [--attn sdpa|eager|both] [--out DIR]
+                    [--no-sweep | --sweep-only] [--sweep-scale K]
                     [--weight-dtype ...] [--math-fidelity ...] ...   accuracy report (Markdown + JSON) of
-                    every op bert-large sends to the backend, at its shapes, and of its forward, on whatever
-                    device is found
+                    every lowering at bert-large shapes, every op bert-large sends to the backend, at its
+                    shapes, and its forward, on whatever device is found
     ttnn-eager ops  [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
     ttnn-eager report [--model NAME_OR_PATH] [--task base|masked-lm|sequence-classification|question-answering]
@@ -157,10 +158,12 @@ def cmd_report(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from ttnn_eager import validate
+    from ttnn_eager import sweep, validate
     _configure_numerics(args)
     attns = ("sdpa", "eager") if args.attn == "both" else (args.attn,)
-    rep = validate.run(layers=args.layers, batch=args.batch, seq=args.seq, model=args.model, attns=attns)
+    dims = None if args.no_sweep else sweep.bert_large(args.batch, args.sweep_scale)
+    rep = validate.run(layers=args.layers, batch=args.batch, seq=args.seq, model=args.model, attns=attns,
+                       forward=not args.sweep_only, sweep_dims=dims)
     md, js = validate.write(rep, args.out)
     print(validate.markdown(rep))
     print(f"written: {md}, {js}")
@@ -302,8 +305,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _numerics_args(p)
     p.set_defaults(fn=cmd_bert)
-    p = sub.add_parser("validate", help="accuracy report (Markdown + JSON) of every lowering bert-large "
-                       "reaches, at its shapes, and of the whole forward, on whatever device is found")
+    p = sub.add_parser("validate", help="accuracy report (Markdown + JSON) of every lowering at bert-large "
+                       "shapes, of every op a bert-large forward sends, and of the forward, on whatever device "
+                       "is found")
     p.add_argument("--model", default=None, help="as for `bert` (default: bert-large-uncased or its config)")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=128)
@@ -312,6 +316,11 @@ def main(argv=None) -> int:
     p.add_argument("--weight-dtype", choices=("bfloat16", "bfloat8_b"), default="bfloat16")
     _numerics_args(p)
     p.add_argument("--out", default="ttnn_eager_validation", help="directory of the report files")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--no-sweep", action="store_true", help="skip the sweep of every lowering")
+    which.add_argument("--sweep-only", action="store_true", help="only the sweep of every lowering (no model)")
+    p.add_argument("--sweep-scale", type=int, default=1, help="divide the sweep's bert-large dimensions "
+                   "(not the batch or head size) by this (default 1: bert-large itself)")
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("ops", help="list the aten ops a BERT forward sends to the backend")
     _model_args(p)

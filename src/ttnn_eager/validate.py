@@ -8,13 +8,16 @@ an issue:
     Pearson); calls and ttnn ops per row;
   * the whole forward against float32 PyTorch on the CPU (bert.compare: Pearson and max error of
     last_hidden_state and pooler_output);
-  * the device, ttnn version, storage and compute-kernel configs in use (bert.numerics_settings).
+  * the device, ttnn version, storage and compute-kernel configs in use (bert.numerics_settings);
+  * every lowering in the registry at bert-large shapes (sweep.py: PyTorch's OpInfo samples, scaled), against
+    float32 PyTorch on the CPU.
 
 The per-op check hooks the dispatcher's profiling slot (counters.profile, as report.Report does), so it sees
 exactly the ops and arguments a real forward produces; nothing is replayed on the device.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -60,9 +63,16 @@ def _to_cpu(x):
 
 
 def _compare(dev, ref) -> dict:
+    """max abs error and Pearson of a device result against the reference; for an integer or bool reference
+    also the count of mismatching elements; `scale`: the largest finite |reference| (for relative bounds)."""
+    if dev.shape != ref.shape:
+        return {"max_abs_err": math.inf, "pearson": math.nan,
+                "note": f"shape {list(dev.shape)}, expected {list(ref.shape)}"}
+    exact = not ref.is_floating_point()
     dev, ref = dev.detach().double().flatten(), ref.detach().double().flatten()
+    extra = {"mismatches": int((dev != ref).sum())} if exact else {}
     if not dev.numel():
-        return {"max_abs_err": 0.0, "pearson": 1.0}
+        return {"max_abs_err": 0.0, "pearson": 1.0, **extra}
     both_finite = torch.isfinite(dev) & torch.isfinite(ref)
     same_special = (dev == ref) | (torch.isnan(dev) & torch.isnan(ref))
     if not bool((both_finite | same_special).all()):
@@ -73,7 +83,8 @@ def _compare(dev, ref) -> dict:
         pearson = 1.0 if err == 0 else math.nan
     else:
         pearson = float(torch.corrcoef(torch.stack([d, r]))[0, 1])
-    return {"max_abs_err": err, "pearson": pearson}
+    scale = float(r.abs().max()) if r.numel() else 0.0
+    return {"max_abs_err": err, "pearson": pearson, "scale": scale, **extra}
 
 
 class OpChecker:
@@ -151,17 +162,31 @@ def _float(x):
 
 
 def run(layers: int | None = None, batch: int = 2, seq: int = 128, model: str | None = None,
-        attns: tuple = ("sdpa", "eager")) -> dict:
+        attns: tuple = ("sdpa", "eager"), forward: bool = True, sweep_dims=None) -> dict:
     """The validation report (a dict; see `markdown` and `write`). `attns`: the attention implementations
-    whose ops are checked one by one (the forward figures are those of sdpa attention)."""
+    whose ops are checked one by one (the forward figures are those of sdpa attention). `forward`: run the
+    model (its ops and the forward); `sweep_dims` (sweep.Dims): run the lowering sweep at those dimensions."""
     from importlib import metadata
 
     import ttnn_eager
-    from . import bert, device_api
+    from . import bert, device_api, sweep
 
     start = time.perf_counter()
     report = {"ttnn_eager": ttnn_eager.__version__, "ttnn": metadata.version("ttnn"),
-              "torch": torch.__version__, "batch": batch, "seq": seq, "layers": layers, "ops": []}
+              "torch": torch.__version__, "batch": batch, "seq": seq, "layers": layers, "ops": [],
+              "device": f"{device_api.device_name(0)}, arch {device_api.arch_name()}", "mock": device_api.MOCK,
+              "numerics": bert.numerics_settings()}
+    if sweep_dims is not None:
+        report["sweep_dims"] = dataclasses.asdict(sweep_dims)
+        report["sweep"] = sweep.run(sweep_dims)
+    if forward:
+        _forward(report, layers, batch, seq, model, attns)
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+def _forward(report: dict, layers, batch, seq, model, attns) -> None:
+    from . import bert
     for attn in attns:
         net, source = bert.load_bert(model, attn, layers=layers)
         ids, mask = bert.make_inputs(batch, seq, net.config.vocab_size)
@@ -175,11 +200,6 @@ def run(layers: int | None = None, batch: int = 2, seq: int = 128, model: str | 
     ids, mask = bert.make_inputs(batch, seq, net.config.vocab_size)
     report["model"] = source
     report["forward"] = bert.compare(net, ids, mask)
-    report["device"] = report["forward"]["device"]
-    report["mock"] = device_api.MOCK
-    report["numerics"] = bert.numerics_settings()
-    report["seconds"] = time.perf_counter() - start
-    return report
 
 
 def _fmt(x) -> str:
@@ -191,19 +211,31 @@ def _fmt(x) -> str:
 
 
 def markdown(report: dict) -> str:
-    f, n = report["forward"], report["numerics"]
+    n = report["numerics"]
     where = ("mock device: values from the shadow (numerics model: " + n["shadow_numerics"] + ")"
              if report["mock"] else "real device: values read back from the card")
     lines = [
         "# ttnn_eager validation report", "",
         f"- device: {report['device']} ({where})",
         f"- versions: ttnn {report['ttnn']}, ttnn_eager {report['ttnn_eager']}, torch {report['torch']}",
-        f"- model: {report['model']}; batch {report['batch']}, seq {report['seq']}",
+        *([f"- model: {report['model']}; batch {report['batch']}, seq {report['seq']}"] if "forward" in report else []),
         f"- matmul weights: {n['weight_dtype']}",
         "- compute-kernel configs: " + "; ".join(
             f"{k} {v['math_fidelity']}, fp32_dest_acc {v['fp32_dest_acc']}, math_approx {v['math_approx']}"
             for k, v in n["compute_configs"].items()),
         f"- run time: {report['seconds']:.1f} s", "",
+    ]
+    if "forward" in report:
+        lines += _forward_md(report)
+    if "sweep" in report:
+        from . import sweep
+        lines += sweep.markdown(report["sweep"], report["sweep_dims"])
+    return "\n".join(lines) + "\n"
+
+
+def _forward_md(report: dict) -> list:
+    f = report["forward"]
+    lines = [
         "## Forward against float32 PyTorch on the CPU", "",
         "| output | Pearson | max abs error |", "|---|---|---|",
         f"| last_hidden_state | {f['pcc_last_hidden_state']:.6f} | {f['max_abs_err_last_hidden_state']:.4g} |",
@@ -219,7 +251,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {r['attention']} | {r['op']} | {r['shapes']} | {r['calls']} | "
                      f"{', '.join(r.get('ttnn_ops', [])) or '-'} | {_fmt(r.get('max_abs_err'))} | "
                      f"{_fmt(r.get('pearson'))} | {note.strip()} |")
-    return "\n".join(lines) + "\n"
+    return lines + [""]
 
 
 def _plain(x):
