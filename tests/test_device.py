@@ -237,3 +237,24 @@ def test_mock_devices(kind, name):
     assert line.startswith(name)
     err, scale = map(float, line[len(name):].split())
     assert err < 0.02 * scale
+
+
+def test_rng_state_saves_and_restores_the_device_generator():
+    """torch.ttnn.get_rng_state / set_rng_state (torch.cuda's API; torch.random.fork_rng and torch.testing
+    use them): restoring a state repeats the device's dropout masks; a malformed state is refused."""
+    d = torch.device("ttnn:0")
+    x = torch.ones(64, 64).to(d)
+    torch.manual_seed(5)
+    state = torch.ttnn.get_rng_state()
+    first = torch.nn.functional.dropout(x, 0.5).cpu()
+    second = torch.nn.functional.dropout(x, 0.5).cpu()
+    assert not torch.equal(first, second)  # the generator moved on
+    torch.ttnn.set_rng_state(state)
+    assert torch.equal(torch.nn.functional.dropout(x, 0.5).cpu(), first)
+    torch.ttnn.set_rng_state(state)
+    with torch.random.fork_rng(device_type="ttnn"):  # draws inside do not move the generator outside
+        torch.nn.functional.dropout(x, 0.5)
+    assert torch.equal(torch.nn.functional.dropout(x, 0.5).cpu(), first)
+    torch.ttnn.set_rng_state_all(torch.ttnn.get_rng_state_all())
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.ttnn.set_rng_state(torch.zeros(3, dtype=torch.uint8))

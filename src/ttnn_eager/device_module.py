@@ -124,6 +124,31 @@ def initial_seed() -> int:
     return _generator["seed"]
 
 
+def get_rng_state(device=None) -> torch.Tensor:
+    """The device-side generator's state (seed and draw counter) as a uint8 CPU tensor, as
+    torch.cuda.get_rng_state gives (torch.random.fork_rng and torch.testing save and restore it)."""
+    _index(device)
+    return torch.tensor([initial_seed(), _generator["offset"]], dtype=torch.int64).view(torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    _index(device)
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8 or new_state.numel() != 16:
+        raise RuntimeError("torch.ttnn.set_rng_state: expected the uint8 tensor of 16 bytes that "
+                           "torch.ttnn.get_rng_state returns")
+    seed, offset = new_state.contiguous().view(torch.int64).tolist()
+    _generator["seed"], _generator["offset"] = seed & 0xFFFF_FFFF_FFFF_FFFF, offset
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
 def next_seed() -> int:
     """The seed of the next device-side random draw (ttnn.rand's uint32 seed; never 0)."""
     seed = initial_seed()
