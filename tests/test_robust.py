@@ -446,6 +446,7 @@ def _writes(x, i):
         if x.shape[0]:
             y[idx] = 2.0
             y.index_copy_(0, idx, x[:1] * 3)
+            y = torch.index_copy(y, 0, idx, x[:1] * 4)
             y.index_fill_(0, idx, -1.0)
             y.index_fill_(0, idx, torch.tensor(-2.0, device=x.device))
             y.index_put_((idx,), x[:1], accumulate=True)

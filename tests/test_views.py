@@ -169,6 +169,7 @@ CASES = {
     "unsafe_index_put": (lambda x, i, v: aten._unsafe_index_put(x, [i], v), [(X, IDX, torch.ones(3, 6, 7))]),
     "index_put_int": (_put(lambda x, i: x.__setitem__(i, -3)), [(torch.arange(30).reshape(6, 5), IDX)]),
     "index_copy": (_put(lambda x, i, s: x.index_copy_(1, i, s)), [(X, torch.tensor([5, 0]), torch.ones(5, 2, 7))]),
+    "index_copy_functional": (lambda x, i, s: torch.index_copy(x, 1, i, s), [(X, torch.tensor([4]), torch.ones(5, 1, 7))]),
     "index_fill": (_put(lambda x, i: x.index_fill_(2, i, -2.0)), [(X, torch.tensor([6, 1]))]),
     "index_fill_tensor": (_put(lambda x, i, v: x.index_fill_(0, i, v)), [(X, torch.tensor([2]), torch.tensor(1.5))]),
     "masked_scatter": (_put(lambda x, m, s: x.masked_scatter_(m, s)), [(X, MASK3, torch.arange(210.0).reshape(5, 6, 7) / 10),
@@ -339,7 +340,8 @@ def test_property_view_scatters_match_cpu(shape, data):
         torch.testing.assert_close(out.cpu(), ref, atol=0.05, rtol=0.01)
 
 
-@covers(aten.index_put.default, aten._unsafe_index_put.default, aten.index_copy.default, aten.index_fill.int_Scalar,
+@covers(aten.index_put.default, aten._unsafe_index_put.default, aten.index_copy.default, aten.index_copy_.default,
+        aten.index_fill.int_Scalar,
         aten.index_fill.int_Tensor, aten.masked_scatter.default, aten.scatter.src, aten.scatter.value,
         aten.scatter_add.default, aten.scatter_reduce.two)
 @PROPS
@@ -362,6 +364,7 @@ def test_property_indexing_assignment_matches_cpu(shape, data):
         (lambda x, i, v: x.clone().index_put_((i,), v, accumulate=True), (x, idx, values)),
         (lambda x, i, v: aten._unsafe_index_put(x, [i], v[:1]), (x, idx[:1] % shape[0], values)),
         (lambda x, i, c: x.clone().index_copy_(d, i, c), (x, unique, copied)),
+        (lambda x, i, c: torch.index_copy(x, d, i, c), (x, unique, copied)),
         (lambda x, i: x.index_fill(d, i, -1.0), (x, unique)),
         (lambda x, i: x.index_fill(d, i, torch.tensor(2.0)), (x, unique)),
         (lambda x, m, s: x.masked_scatter(m, s), (x, mask, src)),

@@ -137,6 +137,9 @@ UNREACHED = {
     torch.ops.aten.randperm.generator: lambda d: ((d.vocab,), {"generator": None, **_CPU}),
     torch.ops.aten._unsafe_index_put.default: lambda d: (  # rows of an embedding table
         (_randn(d.vocab, d.hidden), [torch.arange(d.seq)], _randn(d.seq, d.hidden)), {}),
+    torch.ops.aten.index_copy_.default: lambda d: (  # a KV cache's decode step: one position of [B, 16, S, 64]
+        (_randn(d.batch, d.heads, d.seq, d.hidden // d.heads), 2, torch.tensor([d.seq // 2]),
+         _randn(d.batch, d.heads, 1, d.hidden // d.heads)), {}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),
