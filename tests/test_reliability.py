@@ -13,6 +13,8 @@ from ttnn_eager import bert
 
 from conftest import pcc, run_python
 
+aten = torch.ops.aten
+
 DEV = "ttnn:0"
 
 
@@ -162,6 +164,24 @@ def test_out_of_memory_is_clear_and_leaves_tensors_intact():
                                                      r"tried to allocate 20,480 MiB .* MiB DRAM are allocated"):
         torch.zeros((10, 1024, 1024, 1024), dtype=torch.bfloat16, device=DEV)
     assert torch.allclose((d * 2).cpu(), keep.to(torch.bfloat16).float() * 2)
+
+
+def test_an_op_too_big_for_the_cores_l1_runs_on_the_fallback_or_is_named_in_strict_mode():
+    """max_pool2d with a 64x64 window on [2, 16, 384, 64]: ttnn.max_pool2d's working buffers overflow the
+    cores' L1 SRAM (not the device's DRAM). That is a call TT-NN cannot run, so it is treated as the lowering's
+    refusal -- a counted CPU fallback with the right values, or strict mode's error naming the op and L1 --
+    not an out-of-memory error telling the user to free tensors."""
+    x = torch.randn(2, 16, 384, 64).to(torch.bfloat16).float()
+    d = x.to(DEV)
+    with ttnn_eager.strict(), pytest.raises(ttnn_eager.FallbackError, match=r"max_pool2d_with_indices.*L1 buffer"):
+        aten.max_pool2d_with_indices(d, [64, 64])
+    ttnn_eager.reset_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values, indices = aten.max_pool2d_with_indices(d, [64, 64])
+    ref_values, ref_indices = aten.max_pool2d_with_indices(x, [64, 64])
+    assert ttnn_eager.stats()["fallbacks"] == 1
+    assert torch.equal(values.cpu(), ref_values) and torch.equal(indices.cpu(), ref_indices)
 
 
 # ----------------------------------------------------------------------------------------------- bad input

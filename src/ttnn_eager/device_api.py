@@ -392,15 +392,27 @@ REFERENCES = {
 
 
 # ----------------------------------------------------------------------------------------------- errors
+class CoreMemoryError(torch.OutOfMemoryError):
+    """An op's working buffers do not fit the cores' L1 SRAM at these sizes (e.g. max_pool2d with a large
+    window): not a full device, but a call TT-NN cannot run. The dispatcher treats it as the lowering's
+    refusal (registry.Unfit): the op runs on the CPU fallback, counted and warned, or strict mode names it."""
+
+
 def _out_of_memory(err: Exception, index: int, what: str):
     """ttnn's allocator failure as a torch.OutOfMemoryError naming the device, the sizes and what to do (None
-    for any other error). ttnn raises before allocating, so every tensor that existed before is intact."""
+    for any other error); CoreMemoryError when it is an L1 buffer. ttnn raises before allocating, so every
+    tensor that existed before is intact."""
     if not isinstance(err, RuntimeError) or "Out of Memory" not in str(err):
         return None
     import re
     asked = re.search(r"allocate (\d+) B", str(err))
     mib = 2.0 ** 20
-    asked = f"{int(asked.group(1)) / mib:,.0f} MiB" if asked else "a buffer"
+    size = int(asked.group(1)) / mib if asked else None
+    asked = "a buffer" if size is None else f"{size:,.0f} MiB" if size >= 10 else f"{size:.1f} MiB"
+    if re.search(r"B L1 buffer", str(err)):
+        bank = re.search(r"bank size is (\d+) B", str(err))
+        per_core = f" ({int(bank.group(1)) / mib:,.1f} MiB per core)" if bank else ""
+        return CoreMemoryError(f"{what} needs a {asked} L1 buffer, more than the cores' SRAM holds{per_core}")
     return torch.OutOfMemoryError(
         f"ttnn:{index} ({device_name(index)}) is out of memory: tried to allocate {asked} for {what}; "
         f"{memory_allocated(index) / mib:,.0f} MiB of {memory_capacity(index) / mib:,.0f} MiB DRAM are "

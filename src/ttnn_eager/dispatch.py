@@ -242,7 +242,7 @@ def _dispatch(func, args, kwargs):
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     try:
         result = entry.fn(*hargs, **hkwargs)
-    except Unfit as unfit:
+    except (Unfit, api.CoreMemoryError) as unfit:  # (too big for the cores' L1 is a refusal too)
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs, reason=str(unfit))
