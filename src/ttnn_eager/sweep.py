@@ -79,12 +79,6 @@ EXCEPTIONS: dict = {
     "aten.scaled_dot_product_attention.default": (
         0.1, "peaked softmax: the sample's values (uniform in +-9) give logits of +-30 and more, where one "
              "bfloat16 rounding of a logit moves weight between keys (7% of max |out| measured; Pearson 0.99994)"),
-    "aten.adaptive_max_pool2d.default": (
-        None, "at bert-large shapes (2x16x384x64, windows of 192x32 and more) ttnn.max_pool2d finds no L1 "
-              "slicing for the window and raises (OutOfMemoryError with indices; TT_FATAL 'DRAM Auto slice "
-              "could not find valid slice configuration' without); the pooling lowerings do not refuse such "
-              "windows before ttnn yet: the limit is not a simple function of the window (16x16 fits, 24x24 "
-              "does not, 2x256 does, 256x2 does not)"),
 }
 
 
