@@ -101,6 +101,13 @@ def test_scalar_operands(shape, scalar, kind, data):
     a, b = (x.float() * 4).round(), y.round()
     check(lambda t, u: torch.stack([aten.div.Tensor_mode(t, u, rounding_mode="trunc"),
                                     aten.div.Scalar_mode(t, 3, rounding_mode="floor")]), a, b)
+    # integer quotients of operands beyond bfloat16's 8 bits (token ids, positions): exact, as on the CPU
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 999)))
+    n, m = torch.randint(-70000, 70000, shape, generator=g), torch.randint(1, 300, shape, generator=g)
+    m = torch.where(torch.rand(shape, generator=g) < 0.5, -m, m)
+    for mode in ("trunc", "floor"):
+        check(lambda t, u: torch.stack([torch.div(t, u, rounding_mode=mode), torch.div(t, 7, rounding_mode=mode)]),
+              n, m)  # (integer results compare exactly)
 
 
 UNARY = {

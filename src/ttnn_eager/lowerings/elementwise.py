@@ -117,23 +117,6 @@ def mul(a, b):
     return binary("multiply", a, b, result_dtype(a, b))
 
 
-@lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, ttnn=["divide"],
-          needs=TILE_FLOAT, notes="true division; with rounding_mode (trunc/floor) computed in float32")
-def div(a, b, *, rounding_mode=None):
-    dtype = result_dtype(a, b)
-    if not dtype.is_floating_point and rounding_mode is None:
-        dtype = torch.get_default_dtype()
-    if rounding_mode is not None:  # trunc/floor of a bfloat16 quotient would be off by one near integers
-        a, b = (policy.to_float32(x) if is_handle(x) else x for x in (a, b))
-    if is_handle(b):
-        out = api.run("divide", a, b, out_dtype=dtype)
-    else:
-        out = api.run("multiply", a, 1.0 / float(b), out_dtype=dtype)
-    if rounding_mode is not None:
-        out = api.run(rounding_mode if rounding_mode == "floor" else "trunc", out)
-    return out
-
-
 def _unary(name: str, ttnn_op: str, *ops, notes: str = ""):
     @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes or "integer/bool inputs give float32, as PyTorch")
     def lower(x):

@@ -89,6 +89,33 @@ def _as_result(h, dtype: torch.dtype):
     return cast(api.Handle(h.tt, h.shadow, torch.float32, h.shape, h.index), dtype)
 
 
+@lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode,
+          ttnn=["typecast", "divide", "floor", "trunc"], needs=TILE,
+          notes="true division (integers in float32); rounding_mode trunc/floor computed in float32, integer "
+                "quotients exact below 2**24 (as floor_divide)")
+def div(a, b, *, rounding_mode=None):
+    dtype = result_dtype(a, b)
+    if rounding_mode is not None and not dtype.is_floating_point:
+        if not is_handle(b) and b == 0 or dtype == torch.bool:
+            raise Unfit("integer division by a zero scalar or bools")
+        q, fa, fb = _floor_quotient(a, b)
+        if rounding_mode == "trunc":  # floor + 1 where the quotient is negative and inexact
+            inexact = api.run("ne", api.run("subtract", fa, api.run("multiply", q, fb)), 0.0, dtype=api.FLOAT32)
+            q = api.run("add", q, api.run("multiply", inexact, api.run("lt", q, 0.0, dtype=api.FLOAT32)))
+        return _as_result(q, dtype)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    # floats as stored; integers and bools in float32 (exact below 2**24). With a rounding mode, float32
+    # throughout: trunc/floor of a bfloat16 quotient would be off by one near integers.
+    a, b = (policy.to_float32(x) if is_handle(x) and (rounding_mode is not None or not x.dtype.is_floating_point)
+            else x for x in (a, b))
+    out = api.run("divide", a, b, out_dtype=dtype) if is_handle(b) else api.run("multiply", a, 1.0 / float(b),
+                                                                                 out_dtype=dtype)
+    if rounding_mode is not None:
+        out = api.run(rounding_mode if rounding_mode == "floor" else "trunc", out)
+    return policy.stored(out)  # (a float32 computation back to the storage policy's dtype)
+
+
 @lowering(aten.floor_divide.default, aten.floor_divide.Scalar, ttnn=["typecast", "divide", "floor"],
           needs=TILE, notes="in float32: exact for integers below 2**24 (token ids, beam indices)")
 def floor_divide(a, b):
