@@ -258,3 +258,25 @@ def test_rng_state_saves_and_restores_the_device_generator():
     torch.ttnn.set_rng_state_all(torch.ttnn.get_rng_state_all())
     with pytest.raises(RuntimeError, match="16 bytes"):
         torch.ttnn.set_rng_state(torch.zeros(3, dtype=torch.uint8))
+
+
+def test_save_pretrained_from_the_device_and_reload_on_the_cpu(tmp_path):
+    """model.to("ttnn:0") ... model.save_pretrained(dir) (transformers tells tied weights apart by their
+    storage, which a ttnn tensor gives as its device tensor's identity): the reloaded CPU model has the
+    device model's values, tied weights tied, and an untied clone is not mistaken for a tied one."""
+    import transformers
+    from ttnn_eager import models
+    model, _ = models.build("gpt2")
+    dev = model.to("ttnn:0")
+    with torch.no_grad():
+        dev.transformer.wte.weight.mul_(2)  # a change made on the device
+    assert dev.transformer.wte.weight.untyped_storage().data_ptr() == dev.lm_head.weight.untyped_storage().data_ptr()
+    clone = dev.lm_head.weight.clone()
+    assert clone.untyped_storage().data_ptr() != dev.lm_head.weight.untyped_storage().data_ptr()
+    dev.save_pretrained(tmp_path)
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    expected = {k: v.cpu() for k, v in dev.state_dict().items()}
+    got = back.state_dict()
+    assert set(got) == set(expected)
+    assert all(torch.equal(got[k], expected[k]) for k in expected)
+    assert back.lm_head.weight is back.transformer.wte.weight

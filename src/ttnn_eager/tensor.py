@@ -82,12 +82,40 @@ class TtnnTensor(torch.Tensor):
                 new.grad = copy.deepcopy(self.grad, memo)
         return new
 
+    def untyped_storage(self):
+        # A wrapper subclass has no storage PyTorch can read (its data_ptr raises). Libraries that tell shared
+        # tensors apart by their storage -- transformers' save_pretrained (id_tensor_storage), safetensors --
+        # get the device tensor's identity and size instead: tied weights (one handle) share it, clones do not.
+        return _DeviceStorage(self._handle, self)
+
     def __reduce_ex__(self, protocol):
         # pickling / torch.save / copy.deepcopy: the value through the CPU, rebuilt on this device (or on
         # torch.load's map_location) by PyTorch's own rebuild function for devices without storage -- one
         # that torch.load's weights_only unpickler (PyTorch's default) allows
         return torch._utils._rebuild_device_tensor_from_cpu_tensor, (
             self.detach().cpu(), self.dtype, str(self.device), self.requires_grad)
+
+
+class _DeviceStorage:
+    """What `TtnnTensor.untyped_storage()` shows: an identity (data_ptr: the device tensor's handle, unique
+    while it lives), a size and the device. The values are on the device: read them with `.cpu()`."""
+
+    __slots__ = ("_ptr", "_nbytes", "device")
+
+    def __init__(self, handle, tensor):
+        self._ptr, self._nbytes, self.device = id(handle), tensor.numel() * tensor.element_size(), tensor.device
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def size(self) -> int:
+        return self._nbytes
+
+    def __len__(self) -> int:
+        return self._nbytes
 
 
 _NO_KWARGS: dict = {}  # never written: dispatch only reads kwargs
