@@ -74,13 +74,9 @@ def _scaled(b, alpha):
           notes="integer results keep known value bounds (positions: a StaticCache's write row)")
 def add(a, b, *, alpha=1):
     out = binary("add", a, _scaled(b, alpha), result_dtype(a, b))
-    if out.dtype in _INTEGERS and type(alpha) is int:
+    if not out.dtype.is_floating_point and out.dtype != torch.bool and type(alpha) is int:
         out.bounds = _sum_bounds(_known(a), _known(b), alpha)
     return out
-
-
-_INTEGERS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
-_INT32 = (-2**31, 2**31 - 1)
 
 
 def _known(x):
@@ -97,7 +93,7 @@ def _sum_bounds(a, b, alpha: int):
         return None
     lo_b, hi_b = sorted((alpha * b[0], alpha * b[1]))
     lo, hi = a[0] + lo_b, a[1] + hi_b
-    if lo < _INT32[0] or hi > _INT32[1]:
+    if lo < policy.INT32_MIN or hi > policy.INT32_MAX:
         return None
     return lo, hi, a[2] and b[2] and (a[0] == a[1] or b[0] == b[1])
 
