@@ -34,7 +34,7 @@ from ttnn_eager import counters
 from ttnn_eager.device import api as device_api
 from ttnn_eager.device import mock as shadow_mock  # the mock backend's shadow execution (timed apart)
 from ttnn_eager.core import dispatch  # noqa: E402
-from ttnn_eager.core.tensor import TtnnTensor  # noqa: E402
+from ttnn_eager.core.tensor import handle_of, new_tensor  # noqa: E402
 
 # The hand-written TT-NN BERT-large: tenstorrent/tt-metal models/demos/bert/tt/ttnn_optimized_bert.py
 # (commit 120b164d). Per encoder layer: linear (fused QKV), split_query_key_value_and_split_heads, matmul,
@@ -214,7 +214,7 @@ def micro_ops(repeats: int = 300) -> dict:
 def python_floor(repeats: int = 2000) -> dict:
     """The least a Python backend of this design can cost per op, timed as ours is (shadow execution off,
     the ttnn call excluded): take the argument's handle, call ttnn.gelu, read the result's shape, make its
-    Handle and its wrapper tensor -- nothing else (no counting, checks, layouts, dtypes, views). Beside it,
+    Handle and its tensor -- nothing else (no counting, checks, layouts, dtypes, views). Beside it,
     ours for the same op (F.gelu on a 32x32 tensor) in the same run."""
     x = torch.randn(32, 32).to(DEV)
     timer = HostTimer().install()
@@ -227,9 +227,9 @@ def python_floor(repeats: int = 2000) -> dict:
                 timer.reset()
                 start = perf_counter()
                 for _ in range(repeats):
-                    h = x._handle
+                    h = handle_of(x)
                     out = gelu(h.tt)
-                    TtnnTensor(device_api.Handle(out, None, h.dtype, device_api.shape_of(out), h.index))
+                    new_tensor(device_api.Handle(out, None, h.dtype, device_api.shape_of(out), h.index))
                 floor.append((perf_counter() - start - timer.ttnn) / repeats)
             ours, _ = _median_per_op(torch.nn.functional.gelu, (x,), timer, repeats)
     finally:

@@ -10,6 +10,7 @@ import transformers
 import ttnn_eager
 from conftest import pcc, run_python
 from ttnn_eager.tools import bert
+from ttnn_eager.core.tensor import handle_of  # noqa: E402
 
 DEV = "ttnn:0"
 
@@ -266,11 +267,11 @@ def test_the_hardware_trace_path_bookkeeping_with_stubbed_trace_verbs(monkeypatc
     read = trace.inputs
     trace.replay()
     assert calls[-1] == ("execute", 7) and not any(c[0] == "copy" for c in calls[2:])
-    out_buffer = y._handle.tt
+    out_buffer = handle_of(y).tt
     x.copy_(torch.randn(4, 32))
     trace.replay()
-    assert ("copy", x._handle.tt, next(iter(read.values()))) in calls
-    assert y._handle.tt is out_buffer  # the trace writes the same buffers every replay
+    assert ("copy", handle_of(x).tt, next(iter(read.values()))) in calls
+    assert handle_of(y).tt is out_buffer  # the trace writes the same buffers every replay
     trace.release()
     assert calls[-1] == ("release", 7)
 

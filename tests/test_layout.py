@@ -11,6 +11,7 @@ from ttnn_eager.tools import bert, docs, layout_probe
 from ttnn_eager import counters
 
 from conftest import pcc
+from ttnn_eager.core.tensor import handle_of  # noqa: E402
 
 DEV = "ttnn:0"
 
@@ -68,7 +69,7 @@ def test_bert_large_bfloat8_b_weights(memory_base, restore_config):
     cpu, dev, _, used8 = _bert_large_on_device("bfloat8_b", memory_base, restore_config)
     assert used8 <= 0.60 * used16, (used8, used16)
     weight = dev.encoder.layer[0].attention.self.query.weight
-    assert weight._handle.tt_dtype == ttnn_eager.device.api.BFLOAT8_B
+    assert handle_of(weight).tt_dtype == ttnn_eager.device.api.BFLOAT8_B
     ids, mask = bert.make_inputs(2, 100, cpu.config.vocab_size, padded=20)
     with torch.no_grad(), ttnn_eager.strict():
         out = dev(input_ids=ids.to(DEV), attention_mask=mask.to(DEV))
@@ -80,8 +81,8 @@ def test_bert_large_bfloat8_b_weights(memory_base, restore_config):
 
 def test_integers_are_stored_by_sign():
     api = ttnn_eager.device.api
-    assert torch.tensor([0, 5, 7]).to(DEV)._handle.tt_dtype == api.UINT32
-    assert torch.tensor([-1, 5]).to(DEV)._handle.tt_dtype == api.INT32
+    assert handle_of(torch.tensor([0, 5, 7]).to(DEV)).tt_dtype == api.UINT32
+    assert handle_of(torch.tensor([-1, 5]).to(DEV)).tt_dtype == api.INT32
     u = torch.tensor([1, 2, 3]).to(DEV)
     assert torch.equal((u - 5).cpu(), torch.tensor([-4, -3, -2]))  # no uint32 wrap-around
     assert torch.equal((-u).cpu(), torch.tensor([-1, -2, -3]))

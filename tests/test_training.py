@@ -15,6 +15,7 @@ from ttnn_eager import counters
 
 from conftest import covers, pcc
 from test_fuzz import FUZZ, check, shapes, values
+from ttnn_eager.core.tensor import handle_of  # noqa: E402
 
 DEV = "ttnn:0"
 aten = torch.ops.aten
@@ -190,7 +191,7 @@ def test_trainable_parameters_and_optimizer_states_are_float32_on_the_device(res
             opt.zero_grad()
         return w
     w = run("float32")
-    assert w._handle.tt_dtype == api.FLOAT32
+    assert handle_of(w).tt_dtype == api.FLOAT32
     expected = torch.ones(32, 32) + torch.arange(32.0) / 64 - 3e-4
     assert (w.detach().cpu() - expected).abs().max().item() < 1e-6
     m = mlp().to(DEV)
@@ -198,10 +199,10 @@ def test_trainable_parameters_and_optimizer_states_are_float32_on_the_device(res
     m(torch.randn(4, 24, device=DEV)).sum().backward()
     opt.step()
     state = opt.state[m[0].weight]
-    assert state["exp_avg"]._handle.tt_dtype == api.FLOAT32 and state["exp_avg_sq"]._handle.tt_dtype == api.FLOAT32
-    assert m[0].weight._handle.tt_dtype == api.FLOAT32
+    assert handle_of(state["exp_avg"]).tt_dtype == api.FLOAT32 and handle_of(state["exp_avg_sq"]).tt_dtype == api.FLOAT32
+    assert handle_of(m[0].weight).tt_dtype == api.FLOAT32
     lost = run("bfloat16")
-    assert lost._handle.tt_dtype == api.BFLOAT16
+    assert handle_of(lost).tt_dtype == api.BFLOAT16
     assert (lost.detach().cpu() - expected).abs().max().item() > 1e-4  # the updates rounded away
 
 
@@ -211,7 +212,7 @@ def test_inference_storage_is_unchanged_by_the_training_policy():
     m = mlp().to(DEV)
     with torch.no_grad():
         m(torch.randn(4, 24, device=DEV))
-    assert all(p._handle.tt_dtype == api.BFLOAT16 for p in m.parameters())
+    assert all(handle_of(p).tt_dtype == api.BFLOAT16 for p in m.parameters())
 
 
 # ----------------------------------------------------------------------------------------------- losses

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import ttnn_eager
 
 from conftest import covers
+from ttnn_eager.core.tensor import handle_of  # noqa: E402
 
 DEV = "ttnn:0"
 aten = torch.ops.aten
@@ -273,7 +274,7 @@ def _rows(users, length, dtype):
 
 def _address(t):
     from ttnn_eager.device import api as device_api
-    return device_api.buffer_address(t._handle) if t.device.type == "ttnn" else t.data_ptr()
+    return device_api.buffer_address(handle_of(t)) if t.device.type == "ttnn" else t.data_ptr()
 
 
 def test_in_place_writes_keep_a_pinned_buffer_only_where_no_other_tensor_can_see_it():

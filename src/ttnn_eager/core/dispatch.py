@@ -36,7 +36,8 @@ from ..device import api, runtime
 from . import capture, decompositions, layout
 from .registry import BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, scatter_into
 from .registry import output_aliases as _aliases
-from .tensor import TtnnTensor
+from . import tensor as _tensor
+from .tensor import add_view, handle_of, maybe_handle, new_tensor
 
 aten = torch.ops.aten
 
@@ -67,8 +68,8 @@ class _Call:
         self.index, self.promote, self.mixed = index, promote if promote is not None else [], mixed
 
     def arg(self, a, need):
-        if isinstance(a, TtnnTensor):
-            h = a._handle
+        h = maybe_handle(a)
+        if h is not None:
             if h.source is not None:
                 refresh(h)
             if h.index != self.index:
@@ -111,7 +112,7 @@ def _swap(x, new: dict):
 
 def _wrap(x):
     if type(x) is api.Handle:
-        return TtnnTensor(x)
+        return new_tensor(x)
     if type(x) in (list, tuple):
         return type(x)(_wrap(y) for y in x)
     return x
@@ -133,11 +134,16 @@ def refresh(h: api.Handle) -> api.Handle:
     return h
 
 
-def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
-    """In-place / out= semantics: `target` (and every tensor sharing its handle) now holds h's value."""
+def write_into(target: torch.Tensor, h: api.Handle) -> torch.Tensor:
+    """In-place / out= semantics: `target` (and every tensor sharing its storage) now holds h's value. An out=
+    tensor of another size (an empty one, PyTorch's usual out=) is resized: a fresh storage holding h."""
+    dst = handle_of(target)
     if getattr(target, "_dynamo_static_input_type", None) is not None:
-        target._handle.pinned = True  # torch._dynamo.mark_static_address(target): its address must not change
-    write(target._handle, h)
+        dst.pinned = True  # torch._dynamo.mark_static_address(target): its address must not change
+    if h.shape.numel() != target.numel() and dst.source is None and tuple(h.shape) != tuple(dst.shape):
+        _tensor.reset(target, layout.retag(h, target.dtype))
+        return target
+    write(dst, h)
     return target
 
 
@@ -167,12 +173,14 @@ def write(dst: api.Handle, h: api.Handle) -> None:
     dst.version += 1
 
 
-def _finish(entry, result, args, kwargs, hargs, hkwargs):
-    """The result of an op whose outputs alias an input (schema alias annotations): a view output with its
-    own device tensor remembers how it derives from its base (for refresh); an in-place/out= output is the
-    tensor the caller passed, now holding the result."""
+def _finish(entry, func, result, args, kwargs, hargs, hkwargs):
+    """The result of an op whose outputs alias an input (schema alias annotations): a view output is a real
+    alias of its base (the same storage, PyTorch's geometry for it: _aliases) whose own device tensor
+    remembers how it derives from its base (for refresh); an in-place/out= output is the tensor the caller
+    passed, now holding the result."""
     single = type(result) is not list and type(result) is not tuple
     outs = [result] if single else list(result)
+    view_of = None
     for ri, where, name, is_write in entry.aliases:
         if is_write:
             if ri < len(outs):
@@ -183,16 +191,60 @@ def _finish(entry, result, args, kwargs, hargs, hkwargs):
             continue
         base = _get(hargs, hkwargs, where, name)
         if type(base) is api.Handle:
-            for pos, out in enumerate(outs):
-                if type(out) is api.Handle and out is not base:
-                    out.source = (base, base.version, entry.fn, hargs, hkwargs, None if single else pos)
-        if ri < len(outs) and type(outs[ri]) is api.Handle and torch.is_inference_mode_enabled():
-            orig = _get(args, kwargs, where, name)
-            if isinstance(orig, torch.Tensor) and not orig.is_inference():
-                # a view of a normal tensor made inside inference_mode must itself be a normal tensor
-                with torch.inference_mode(False):
-                    outs[ri] = TtnnTensor(outs[ri])
+            view_of = (_get(args, kwargs, where, name), base)
+    if view_of is not None:
+        base_t, base = view_of
+        views = _aliases_of(func, args, kwargs, base_t, outs)
+        for pos, out in enumerate(outs):
+            if type(out) is not api.Handle:
+                continue
+            alias = views[pos]
+            if alias is None:  # the op copied (reshape, contiguous of a non-contiguous tensor): a tensor of its own
+                outs[pos] = new_tensor(_own(out, base))
+                continue
+            if out is not base:
+                out.source = (base, base.version, entry.fn, hargs, hkwargs, None if single else pos)
+            add_view(alias, out)
+            outs[pos] = alias
     return _wrap(outs[0]) if single else tuple(_wrap(o) for o in outs)
+
+
+def _own(h: api.Handle, base: api.Handle) -> api.Handle:
+    """h as the value of a new tensor: a handle of its own when it is (or derives from) another tensor's."""
+    if h is base or h.source is not None:
+        return api.Handle(h.tt, h.shadow, h.dtype, h.shape, h.index, h.bounds)
+    return h
+
+
+_AS_STRIDED = aten.as_strided.default
+_CPU_KEY = torch._C.DispatchKey.CPU
+
+
+def _meta_of(x):
+    if isinstance(x, torch.Tensor) and x.device.type == "ttnn":
+        n = -(-x.untyped_storage().nbytes() // x.dtype.itemsize)
+        return torch.empty(n, dtype=x.dtype, device=_META).as_strided(x.shape, x.stride(), x.storage_offset())
+    if isinstance(x, torch.device) and x.type == "ttnn":
+        return _META
+    return x
+
+
+def _aliases_of(func, args, kwargs, base_t, outs):
+    """For each output of the view op `func` (a list like outs): the alias of base_t PyTorch makes (its sizes,
+    strides and offset from the op's meta kernel; the alias itself by the device-generic CPU kernel of
+    as_strided: same storage, version counter and keys as the base), or None where the op copies."""
+    margs, mkwargs = tree_map(_meta_of, (args, kwargs))
+    m = func(*margs, **mkwargs)
+    ms = list(m) if isinstance(m, (list, tuple)) else [m]
+    mbase = margs[0] if args and args[0] is base_t else next(v for k, v in mkwargs.items() if kwargs[k] is base_t)
+    sid = mbase.untyped_storage()._cdata
+    res = []
+    for o in ms:
+        if not isinstance(o, torch.Tensor) or o.untyped_storage()._cdata != sid:
+            res.append(None)
+        else:
+            res.append(_AS_STRIDED._op_dk(_CPU_KEY, base_t, o.shape, o.stride(), o.storage_offset()))
+    return res + [None] * (len(outs) - len(res))
 
 
 # ----------------------------------------------------------------------------------------------- entry
@@ -219,8 +271,7 @@ def _dispatch(func, args, kwargs):
         if pos >= len(hargs):
             break
         a = hargs[pos]
-        if call is None and type(a) is TtnnTensor:
-            h = a._handle
+        if call is None and (h := maybe_handle(a)) is not None:
             tt = h.tt
             if h.source is None and tt is not None and (index is None or h.index == index) \
                     and layout.satisfies(tt, need) \
@@ -248,17 +299,18 @@ def _dispatch(func, args, kwargs):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs, reason=str(unfit))
     if entry.aliases:
-        return _finish(entry, result, args, kwargs, hargs, hkwargs)
+        return _finish(entry, func, result, args, kwargs, hargs, hkwargs)
     return _wrap(result)
 
 
 # ----------------------------------------------------------------------------------------------- zero-size
 def _has_empty(args) -> bool:
     for a in args:
-        if type(a) is TtnnTensor:
-            if 0 in a._handle.shape:
+        if isinstance(a, torch.Tensor):
+            if a.numel() == 0 and a.device.type == "ttnn":
                 return True
-        elif type(a) in (list, tuple) and a and any(type(x) is TtnnTensor and 0 in x._handle.shape for x in a):
+        elif type(a) in (list, tuple) and a and any(isinstance(x, torch.Tensor) and x.numel() == 0
+                                                    and x.device.type == "ttnn" for x in a):
             return True
     return False
 
@@ -275,7 +327,8 @@ def _on(device: torch.device, x):
     if isinstance(x, torch.Tensor):
         if device.type == "meta":
             return torch.empty(x.shape, dtype=x.dtype, device=device)
-        return api.download(refresh(x._handle)) if isinstance(x, TtnnTensor) else x
+        h = maybe_handle(x)
+        return api.download(refresh(h)) if h is not None else x
     return device if isinstance(x, torch.device) else x
 
 
@@ -288,7 +341,7 @@ def _zero_size(entry, func, args, kwargs):
     A write into no elements changes nothing. None: the lowering runs as usual (views, which keep their own
     bookkeeping; copies between devices; cat, which skips empty parts)."""
     writes = [_get(args, kwargs, where, name) for _, where, name, w in entry.aliases if w]
-    if writes and all(isinstance(t, TtnnTensor) and 0 in t._handle.shape for t in writes):
+    if writes and all(maybe_handle(t) is not None and t.numel() == 0 for t in writes):
         func(*tree_map(functools.partial(_on, _META), args))  # PyTorch's checks (shapes that do not broadcast)
         return writes[0] if len(writes) == 1 else tuple(writes)
     if entry.mixed_devices or func in _TAKES_EMPTY or any(not w for _, _, _, w in entry.aliases):
@@ -313,7 +366,7 @@ def _zero_size(entry, func, args, kwargs):
             if i in aliases:  # in-place / out=: the caller's tensor, written
                 o = write_into(_get(args, kwargs, *aliases[i]), h)
             else:
-                o = TtnnTensor(h)
+                o = new_tensor(h)
         results.append(o)
     return results[0] if not isinstance(out, (list, tuple)) else type(out)(results)
 
@@ -364,21 +417,16 @@ def functional_of(func):
 
 def _inplace_view(func, functional, args, kwargs):
     """transpose_, t_, squeeze_, unsqueeze_, ...: the tensor itself becomes the view."""
-    return _become(args[0], dispatch(functional, args, kwargs)._handle, func, args, kwargs)
+    return _become(args[0], dispatch(functional, args, kwargs))
 
 
-def _become(target: TtnnTensor, h: api.Handle, func, args, kwargs) -> TtnnTensor:
-    """An in-place view op's effect: PyTorch's metadata of the wrapper is changed by running the op on it
-    with no dispatch (as torch.utils._python_dispatch.return_and_correct_aliasing does for wrapper
-    subclasses), and its handle becomes the view's."""
-    with torch.utils._mode_utils.no_dispatch():
-        meta = torch._C._meta_in_tls_dispatch_include()
-        torch._C._set_meta_in_tls_dispatch_include(True)
-        try:
-            func(*args, **kwargs)
-        finally:
-            torch._C._set_meta_in_tls_dispatch_include(meta)
-    target._handle = h
+def _become(target: torch.Tensor, view: torch.Tensor) -> torch.Tensor:
+    """An in-place view op's effect: the tensor takes the view's geometry on its storage (as_strided_), whose
+    handle is already known there; a view that is no alias (a copy) becomes the tensor's new storage."""
+    if view.untyped_storage()._cdata == target.untyped_storage()._cdata:
+        aten.as_strided_.default._op_dk(_CPU_KEY, target, view.shape, view.stride(), view.storage_offset())
+    else:
+        _tensor.reset(target, handle_of(view))
     return target
 
 
@@ -392,15 +440,16 @@ def _run_derived(func, functional, args, kwargs):
         targets = [kwargs[n] for n in out_names]
     else:
         target = args[0]
-        if isinstance(target, TtnnTensor) and target.requires_grad and target.is_leaf:
-            layout.train_storage(target._handle)  # an optimizer update (the precision policy: layout.py)
+        if isinstance(target, torch.Tensor) and target.requires_grad and target.is_leaf \
+                and (th := maybe_handle(target)) is not None:
+            layout.train_storage(th)  # an optimizer update (the precision policy: layout.py)
         result = dispatch(functional, args, fkwargs)
         targets = [target]
     results = result if isinstance(result, (list, tuple)) else [result]
     for t, r in zip(targets, results):
-        if not isinstance(t, TtnnTensor):
+        if maybe_handle(t) is None:
             raise device_mismatch(str(r.device), str(t.device))
-        write_into(t, r._handle)
+        write_into(t, handle_of(r))
     return targets[0] if len(targets) == 1 else tuple(targets)
 
 
@@ -435,8 +484,9 @@ def fallback(func, args, kwargs, reason: str = ""):
     tree_map(lambda x: call.arg(x, None) if isinstance(x, torch.Tensor) else x, (args, kwargs))  # same device?
 
     def to_cpu(x):
-        if isinstance(x, TtnnTensor):
-            return api.download(refresh(x._handle))
+        h = maybe_handle(x)
+        if h is not None:
+            return api.download(refresh(h))
         if isinstance(x, torch.device) and x.type == "ttnn":
             return torch.device("cpu")
         return x
@@ -447,20 +497,26 @@ def fallback(func, args, kwargs, reason: str = ""):
     views = {where for ri, where, name, is_write in _aliases(func) if not is_write}
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
+    alias_of = None
+    if views == {0} and maybe_handle(args[0]) is not None:  # a view op: keep it a view of its base
+        alias_of = _aliases_of(func, args, kwargs, args[0], outs)
     for i, o in enumerate(outs):
         if i in aliases:
             orig = _get(args, kwargs, *aliases[i])
-            if isinstance(orig, TtnnTensor) and torch.Tag.inplace_view in func.tags:
-                _become(orig, layout.to_device(o.contiguous(), orig._handle.index), func, args, kwargs)
-            elif isinstance(orig, TtnnTensor):
-                write_into(orig, layout.to_device(o, orig._handle.index))
+            if maybe_handle(orig) is not None and torch.Tag.inplace_view in func.tags:
+                _tensor.reset(orig, layout.to_device(o.contiguous(), orig.device.index))
+            elif maybe_handle(orig) is not None:
+                write_into(orig, layout.to_device(o, orig.device.index))
             outs[i] = orig
         elif isinstance(o, torch.Tensor):
             h = layout.to_device(o.contiguous(), index)
-            if views == {0} and isinstance(args[0], TtnnTensor):  # a view op: keep it a view of its base
-                base = args[0]._handle
+            if alias_of is not None and alias_of[i] is not None:
+                base = handle_of(args[0])
                 h.source = (base, base.version, _cpu_view(func), [base, *args[1:]], dict(kwargs), None if single else i)
-            outs[i] = TtnnTensor(h)
+                add_view(alias_of[i], h)
+                outs[i] = alias_of[i]
+            else:
+                outs[i] = new_tensor(h)
     return outs[0] if single else type(out)(outs)
 
 
@@ -491,12 +547,57 @@ def _cpu_view(func):
 
 def _device_index(args, kwargs) -> int:
     for x in list(args) + list(kwargs.values()):
-        if isinstance(x, TtnnTensor):
-            return x._handle.index
+        if isinstance(x, torch.Tensor) and x.device.type == "ttnn":
+            return x.device.index
         if isinstance(x, (list, tuple)):
             for y in x:
-                if isinstance(y, TtnnTensor):
-                    return y._handle.index
+                if isinstance(y, torch.Tensor) and y.device.type == "ttnn":
+                    return y.device.index
         if isinstance(x, torch.device) and x.type == "ttnn":
             return x.index if x.index is not None else runtime.current_device()
     return runtime.current_device()
+
+
+# ----------------------------------------------------------------------------------------------- C++-made aliases
+def _strided(base: api.Handle, dtype, size, stride, offset) -> api.Handle:
+    """An alias PyTorch made in C++ (as_strided, .view(dtype), a geometry the dispatcher never saw), derived
+    on the host from its storage's base: a counted fallback, re-derived when the base changes (refresh)."""
+    counters.counts["fallbacks"] += 1
+    counters.fallback_by_op[_AS_STRIDED] += 1
+    host = api.download(base).contiguous().reshape(-1)
+    if host.dtype is not dtype:
+        host = host.view(dtype)
+    return layout.to_device(host.as_strided(size, stride, offset).contiguous(), base.index)
+
+
+def _strided_inverse(base: api.Handle, value: api.Handle, dtype, size, stride, offset, pos=None) -> api.Handle:
+    counters.counts["fallbacks"] += 1
+    counters.fallback_by_op[_AS_STRIDED] += 1
+    host = api.download(base).contiguous().clone()
+    flat = host.reshape(-1)
+    (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset).copy_(
+        api.download(value))
+    return layout.to_device(host, base.index)
+
+
+INVERSES[_strided] = _strided_inverse
+
+
+def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
+    """The Handle of an alias of base's storage with a geometry not seen before: a reshape of the base on the
+    device when it is contiguous (PyTorch's own view of it, made in C++), else derived on the host (_strided)."""
+    refresh(base)
+    if t.dtype is base.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == base.shape.numel():
+        fn = BY_ID[id(aten.view.default)].fn
+        h = fn(base, list(t.shape))
+        if h is base:
+            return base
+        h.source = (base, base.version, fn, [base, list(t.shape)], {}, None)
+        return h
+    args = [base, t.dtype, tuple(t.shape), t.stride(), t.storage_offset()]
+    h = _strided(*args)
+    h.source = (base, base.version, _strided, args, {}, None)
+    return h
+
+
+_tensor.derive_view = derive_view

@@ -55,7 +55,7 @@ def _keep_whole(op):
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return op.decompose(*args, **kwargs)  # autograd sees (and differentiates) the parts
         backend = _backend()
-        if not torch._C._len_torch_dispatch_stack() and all(type(t) is backend.TtnnTensor for t in tensors):
+        if not torch._C._len_torch_dispatch_stack() and all(t.device.type == BACKEND for t in tensors):
             # nothing but the backend lies below autograd for these tensors: call it directly instead of
             # re-entering PyTorch's dispatcher (a round trip of ~5 us per op)
             return backend.dispatch(op, args, kwargs)
@@ -70,8 +70,62 @@ _load_backend = None  # given by register(): returns the dispatch module with ev
 @functools.cache
 def _backend():
     """The dispatch module (loaded at the first op, not at registration: registering the device must not
-    import ttnn)."""
-    return _load_backend()
+    import ttnn), with a PrivateUse1 kernel of its own for every lowered op (_register_kernels)."""
+    dispatch = _load_backend()
+    _register_kernels(dispatch)
+    return dispatch
+
+
+def _register_kernels(dispatch) -> None:
+    """One PrivateUse1 kernel per op that reaches the backend (a kernel of its own costs ~1.5 us of PyTorch's
+    dispatcher, the boxed fallback ~7.6 us): every lowered op, and every op PyTorch implements for all
+    backends (CompositeExplicitAutograd: detach, expand, new_zeros, the _foreach ops, ...) -- those would run
+    in C++ and never reach us otherwise, and the backend sees the same ops as a tensor subclass's
+    __torch_dispatch__ would. Composite (CompositeImplicitAutograd) ops with a lowering get one too: under
+    inference_mode they then reach their fused lowering whole, as `linear` does."""
+    from .registry import REGISTRY
+    done = set(FACTORY_OPS) | set(_CPU_KERNELS)
+    lib = torch.library.Library("aten", "IMPL")
+    names = set()
+    for op in REGISTRY:
+        names.add(op._schema.name + ("." + op._overloadname if op._overloadname != "default" else ""))
+    for qual in torch._C._dispatch_get_all_op_names():
+        if not qual.startswith("aten::"):
+            continue
+        if (torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CompositeExplicitAutograd")
+                or torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CompositeExplicitAutogradNonFunctional")) \
+                and not torch._C._dispatch_has_kernel_for_dispatch_key(qual, "PrivateUse1"):
+            names.add(qual)
+    for qual in sorted(names):
+        name = qual[len("aten::"):]
+        if name in done or name.partition(".")[0] in _NOT_OURS:
+            continue
+        try:
+            op = _op(name)
+        except AttributeError:
+            continue
+        if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1"):
+            continue
+        lib.impl(op, _to_backend(op), "PrivateUse1")
+    _libs.append(lib)
+
+
+# ops whose PyTorch kernel is device-generic metadata (a TensorImpl on the same storage): the CPU kernel itself
+_CPU_KERNELS = ("set_.source_Storage_storage_offset", "set_.source_Storage", "as_strided", "as_strided_")
+# ops left to PyTorch's own kernels (they read metadata only, or are PyTorch's tensor plumbing). detach, alias
+# and lift_fresh make an alias of the same geometry in C++ (found through the storage: tensor.py); made here in
+# Python, the alias would already have a Python object, and nn.Parameter(x) (_make_subclass of x.detach())
+# refuses those.
+_NOT_OURS = {"detach", "alias", "lift_fresh", "set_", "as_strided", "as_strided_", "is_same_size", "_has_same_storage_numel", "_version",
+             "record_stream", "_nested_tensor_from_mask_left_aligned", "sym_size", "sym_stride", "sym_numel",
+             "sym_storage_offset", "sym_is_contiguous", "_unsafe_set_version_counter", "lift", "_make_dep_token",
+             "resize_as_", "_assert_async", "_functional_assert_async", "_print", "_assert_tensor_metadata"}
+
+
+def _cpu_kernel(op):
+    def kernel(*args, **kwargs):
+        return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
+    return kernel
 
 
 def _boxed_fallback(op, *args, **kwargs):
@@ -88,6 +142,7 @@ def register(device_module, load_backend) -> None:
 
     _load_backend = load_backend
     _setup_privateuseone_for_python_backend(BACKEND, backend_module=device_module)
+    from . import tensor  # noqa: F401  (its storage patches: no C++ allocation of a ttnn storage)
 
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_boxed_fallback, "PrivateUse1")
@@ -96,6 +151,9 @@ def register(device_module, load_backend) -> None:
     for name in FACTORY_OPS:
         op = _op(name)
         kernels.impl(op, _to_backend(op), "PrivateUse1")
+    for name in _CPU_KERNELS:
+        op = _op(name)
+        kernels.impl(op, _cpu_kernel(op), "PrivateUse1")
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")

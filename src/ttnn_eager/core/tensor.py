@@ -1,17 +1,36 @@
-"""TtnnTensor: the torch.Tensor of a `ttnn:N` device.
+"""The tensor of a `ttnn:N` device: a plain PrivateUse1 `torch.Tensor`, its device value found through its storage.
 
-A wrapper subclass (`torch.Tensor._make_wrapper_subclass`): PyTorch keeps the metadata (shape, dtype,
-device `ttnn:N`, requires_grad), the Python object keeps `_handle`, the device tensor (device.api.Handle).
-Its dispatch keys are PrivateUse1 (renamed `ttnn`), Python and the autograd keys, so autograd and
-CompositeImplicitAutograd decompositions run above us and every remaining aten op reaches
-`__torch_dispatch__` -> dispatch.dispatch. The device buffer is freed when the last TtnnTensor holding
-its handle dies.
+    new_tensor(handle)   a new ttnn tensor holding `handle` (device.api.Handle), contiguous, with its own storage
+    handle_of(t)         the Handle of a ttnn tensor: its storage's base Handle, or the Handle of the view it is
+    maybe_handle(x)      handle_of(x) for a ttnn tensor, None for anything else (the dispatcher's one check)
+    is_ttnn(x)           x is a tensor on a ttnn device
+    TtnnTensor           not a class of tensors any more: `isinstance(x, ttnn_eager.TtnnTensor)` is is_ttnn(x)
+
+PyTorch owns the TensorImpl and its storage (sizes, strides, offset, version counter, `_base`, autograd).
+The storage is non-owning, made by `torch._C._construct_storage_from_data_pointer` with a unique fake address
+(tied tensors share it, clones do not: DDP, safetensors and save_pretrained tell storages apart by it) and its
+real size (view kernels check bounds against it). Its Python object, which PyTorch keeps as long as the
+StorageImpl lives, holds:
+
+    _ttnn_handle   the base Handle: the device tensor of the whole storage (its shape, contiguous, offset 0)
+    _ttnn_views    {(sizes, strides, offset, dtype): Handle} for views with a device tensor of their own
+                   (TT-NN tensors have no strides): made by dispatch._finish for view ops, or derived on first
+                   use for aliases PyTorch made in C++ without calling us (dispatch.derive_view)
+
+Every alias of a storage -- views made by the dispatcher, `detach`, `.data`, autograd's own -- finds its
+value from its geometry: the base's geometry is the base Handle, others are looked up (and derived on a
+miss). A view's Handle keeps `source` (how it derives from its base: dispatch.refresh re-derives it after a
+write into the base, dispatch.write scatters a write through it into the base). The device buffers are freed
+with the storage.
 """
 from __future__ import annotations
 
 import functools
-
+import itertools
 import torch
+
+_CPU = torch._C.DispatchKey.CPU
+_SET = torch.ops.aten.set_.source_Storage_storage_offset
 
 
 @functools.lru_cache(maxsize=None)
@@ -19,104 +38,312 @@ def torch_device(index: int) -> torch.device:
     return torch.device("ttnn", index)
 
 
-class TtnnTensor(torch.Tensor):
-    # No __slots__: torch.utils.swap_tensors (Module.to keeps Parameter identity with it) refuses to swap
-    # objects with different __slots__.
+@functools.lru_cache(maxsize=4096)
+def contiguous_strides(shape: tuple) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
 
-    @staticmethod
-    def __new__(cls, handle, requires_grad: bool = False):
-        r = torch.Tensor._make_wrapper_subclass(cls, handle.shape, dtype=handle.dtype,
-                                                device=torch_device(handle.index), requires_grad=requires_grad)
-        r._handle = handle
-        return r
 
-    # Behave like a plain tensor at the __torch_function__ level (no re-wrapping of results).
-    __torch_function__ = torch._C._disabled_torch_function_impl
+_next = [1 << 32]  # fake device addresses: unique per storage, spaced so that data_ptr ranges never overlap
 
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return _dispatch.dispatch(func, args, kwargs or _NO_KWARGS)
 
-    def __repr__(self, *, tensor_contents=None):
-        from ..device import api as device_api
-        from .dispatch import refresh
-        value = device_api.download(refresh(self._handle))
-        contents = torch._tensor_str._tensor_str(value, len("tensor("))
-        text = torch._tensor_str._str(self, tensor_contents=contents)
-        prefix = f"{type(self).__name__}("
-        return "tensor(" + text[len(prefix):] if text.startswith(prefix) else text
+def _address(nbytes: int) -> int:
+    a = _next[0]
+    _next[0] = a + ((nbytes + 63) & ~63) + 64
+    return a
 
-    # Tensor.tolist/numpy refuse wrapper subclasses: go through the CPU like a user would.
-    def tolist(self):
-        return self.cpu().tolist()
 
-    def numpy(self, *, force: bool = False):
-        return self.detach().cpu().numpy()
+_templates: dict = {}  # (device index, dtype) -> a tensor on ttnn:index whose alias gets a new storage (index != 0)
 
-    # A "traceable wrapper subclass": nn.Module._apply then moves parameters with torch.utils.swap_tensors,
-    # which keeps Parameter identity and so tied weights stay tied.
-    def __tensor_flatten__(self):
-        return [], self._handle
 
-    @staticmethod
-    def __tensor_unflatten__(inner_tensors, handle, outer_size, outer_stride):
-        return TtnnTensor(handle)
+def _empty(index: int, dtype: torch.dtype) -> torch.Tensor:
+    """A TensorImpl on ttnn:index (PyTorch's keys for the device), ready to be set onto a storage of that device."""
+    if index == 0:
+        return torch._C._acc.create_empty_tensor((0,), dtype)
+    t = _templates.get((index, dtype))
+    if t is None:
+        t = _templates[index, dtype] = _from_dlpack_stub(index, dtype)
+    return torch.ops.aten.as_strided.default._op_dk(_CPU, t, (0,), (1,), 0)
 
-    def __deepcopy__(self, memo):
-        # PyTorch's Tensor.__deepcopy__ would deep-copy `_handle` (a ttnn tensor cannot be copied that way):
-        # a clone shares the device tensor copy-on-write, and the rest of __dict__ (a Parameter's marker) is copied
-        import copy
-        new = memo.get(id(self))
-        if new is None:
-            if not self.is_leaf:
-                raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
-                                   "deepcopy protocol at the moment.")
-            with torch.no_grad():
-                new = self.clone()
-            new.requires_grad_(self.requires_grad)
-            memo[id(self)] = new
-            for k, v in self.__dict__.items():
-                if k != "_handle":
-                    setattr(new, k, copy.deepcopy(v, memo))
-            if self.grad is not None:
-                new.grad = copy.deepcopy(self.grad, memo)
-        return new
 
-    def untyped_storage(self):
-        # A wrapper subclass has no storage PyTorch can read (its data_ptr raises). Libraries that tell shared
-        # tensors apart by their storage -- transformers' save_pretrained (id_tensor_storage), safetensors --
-        # get the device tensor's identity and size instead: tied weights (one handle) share it, clones do not.
-        return _DeviceStorage(self._handle, self)
+_DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.float64: (2, 64), torch.bfloat16: (4, 16),
+              torch.int64: (0, 64), torch.int32: (0, 32), torch.int16: (0, 16), torch.int8: (0, 8),
+              torch.uint8: (1, 8), torch.bool: (6, 8)}
+
+
+def _from_dlpack_stub(index: int, dtype: torch.dtype) -> torch.Tensor:
+    """A zero-size tensor on ttnn:index. torch._C._acc.create_empty_tensor makes tensors on the current device of
+    PyTorch's Python device guard, which is always 0; DLPack's extension device (kDLExtDev) is PyTorch's
+    PrivateUse1, and from_dlpack builds a tensor on the device index the capsule names."""
+    import ctypes
+
+    class _DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+    class _DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class _DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                    ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+    class _DLManaged(ctypes.Structure):
+        pass
+
+    _DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManaged))
+    _DLManaged._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+    shape = (ctypes.c_int64 * 1)(0)
+    strides = (ctypes.c_int64 * 1)(1)
+    keep = [shape, strides]
+    deleter = _DELETER(lambda p: None)
+    managed = _DLManaged(_DLTensor(_address(0), _DLDevice(12, index), 1, _DLDataType(*_DL_DTYPES[dtype], 1), shape, strides, 0),
+                         None, deleter)
+    keep += [managed, deleter]
+    _keepalive.append(keep)
+    pycapsule_new = ctypes.pythonapi.PyCapsule_New
+    pycapsule_new.restype, pycapsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = pycapsule_new(ctypes.addressof(managed), b"dltensor", None)
+    t = torch._C._from_dlpack(capsule)
+    if t.device != torch_device(index):
+        raise RuntimeError(f"ttnn_eager: cannot make a tensor on ttnn:{index} (DLPack gave {t.device})")
+    return t
+
+
+_keepalive: list = []
+
+
+def new_tensor(h) -> torch.Tensor:
+    """A new ttnn tensor holding the Handle `h`: its own storage (unique fake address, h's size in bytes), h as
+    the storage's base Handle."""
+    shape = h.shape
+    dtype = h.dtype
+    nbytes = shape.numel() * dtype.itemsize
+    storage = torch._C._construct_storage_from_data_pointer(_address(nbytes), torch_device(h.index), nbytes)
+    storage._ttnn_handle = h
+    t = _empty(h.index, dtype)
+    _SET._op_dk(_CPU, t, storage, 0, shape, contiguous_strides(tuple(shape)))
+    return t
+
+
+def reset(t: torch.Tensor, h) -> torch.Tensor:
+    """t (the same TensorImpl: Python object, autograd identity) now is a fresh storage holding h, with h's shape:
+    out= into a tensor of another size, resize_."""
+    fresh = new_tensor(h)
+    _SET._op_dk(_CPU, t, fresh.untyped_storage(), 0, h.shape, contiguous_strides(tuple(h.shape)))
+    return t
+
+
+derive_view = None  # (base Handle, tensor) -> the Handle of an alias with a geometry not seen before: dispatch's
+
+
+def maybe_handle(x):
+    """The Handle of a ttnn tensor, None for any other object."""
+    if not isinstance(x, torch.Tensor):
+        return None
+    try:
+        s = x.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # no storage (sparse, nested, a wrapper subclass)
+        return None
+    h = getattr(s, "_ttnn_handle", None)
+    if h is None:
+        return None
+    if x.dtype is h.dtype and x.storage_offset() == 0 and x.shape == h.shape and x.is_contiguous():
+        return h
+    return _view_handle(x, s, h)
+
+
+def handle_of(t: torch.Tensor):
+    h = maybe_handle(t)
+    if h is None:
+        raise TypeError(f"ttnn_eager: expected a tensor on a ttnn device, got "
+                        f"{type(t).__name__ if not isinstance(t, torch.Tensor) else t.device}")
+    return h
+
+
+def _key(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), t.stride(), t.storage_offset(), t.dtype
+
+
+def _view_handle(t, s, h):
+    views = getattr(s, "_ttnn_views", None)
+    if views is None:
+        views = s._ttnn_views = {}
+    key = _key(t)
+    v = views.get(key)
+    if v is None:
+        v = views[key] = derive_view(h, t)
+    return v
+
+
+def add_view(t: torch.Tensor, h) -> None:
+    """t (an alias of a ttnn storage) holds the view Handle h."""
+    s = t.untyped_storage()
+    base = s._ttnn_handle
+    if h is base or (t.dtype is base.dtype and t.storage_offset() == 0 and t.shape == base.shape
+                     and t.is_contiguous()):
+        return
+    views = getattr(s, "_ttnn_views", None)
+    if views is None:
+        views = s._ttnn_views = {}
+    views[_key(t)] = h
+
+
+def is_ttnn(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == "ttnn"
+
+
+class _IsTtnn(type):
+    def __instancecheck__(cls, x) -> bool:
+        return is_ttnn(x)
+
+
+class TtnnTensor(metaclass=_IsTtnn):
+    """`isinstance(x, ttnn_eager.TtnnTensor)`: x is a tensor on a ttnn device. A ttnn tensor is a plain
+    `torch.Tensor` (device `ttnn:N`); make one with `.to("ttnn")` or a factory's `device="ttnn"`."""
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("ttnn_eager.TtnnTensor is not a tensor class: a ttnn tensor is a plain torch.Tensor on "
+                        "a ttnn device (x.to('ttnn:0'), torch.zeros(..., device='ttnn:0')); use "
+                        "isinstance(x, ttnn_eager.TtnnTensor) to check for one")
+
+
+# ------------------------------------------------------------------------------------------- storages
+def _patch_storage() -> None:
+    """What PyTorch would do in C++ with a device storage (allocate one: no allocator exists for a Python
+    backend, and the process would die) is done here in Python or refused with an error:
+    storage.cpu() (torch.save of a storage, Tensor.tolist), storage.clone() (copy.deepcopy),
+    UntypedStorage(n, device="ttnn") (refused)."""
+    S = torch.storage.UntypedStorage
+    if getattr(S, "_ttnn_patched", False):
+        return
+    orig_clone, orig_cpu, orig_new = S.clone, S.cpu, S.__new__
+
+    def clone(self):
+        h = getattr(self, "_ttnn_handle", None)
+        if h is None:
+            if self.device.type == "ttnn":
+                raise RuntimeError("ttnn_eager: this ttnn storage holds no device tensor")
+            return orig_clone(self)
+        from ..device import api
+        return new_tensor(api.Handle(h.tt, h.shadow, h.dtype, h.shape, h.index, h.bounds)).untyped_storage()
+
+    def cpu(self):
+        h = getattr(self, "_ttnn_handle", None)
+        if h is None:
+            if self.device.type == "ttnn":
+                raise RuntimeError("ttnn_eager: this ttnn storage holds no device tensor")
+            return orig_cpu(self)
+        from ..device import api
+        value = api.download(h).contiguous()
+        if value.dtype is torch.bool:
+            value = value.to(torch.uint8)
+        return value.reshape(-1).view(torch.uint8).clone().untyped_storage()
+
+    def new(cls, *args, device=None, **kwargs):
+        if device is not None and torch.device(device).type == "ttnn":
+            raise RuntimeError("ttnn_eager: a ttnn storage cannot be allocated by itself (a Python backend has no "
+                               "device allocator); make a tensor instead: torch.empty(n, dtype=torch.uint8, "
+                               "device='ttnn:0'), or allocate on the CPU and move it with .to('ttnn:0')")
+        return orig_new(cls, *args, device=device, **kwargs) if device is not None else orig_new(cls, *args, **kwargs)
+
+    def refuse(name):
+        orig = getattr(S, name)
+
+        def method(self, *args, **kwargs):
+            if self.device.type == "ttnn":
+                raise RuntimeError(f"ttnn_eager: UntypedStorage.{name} is not supported on a ttnn storage (a Python "
+                                   f"backend cannot allocate or resize device storage); work on tensors instead")
+            return orig(self, *args, **kwargs)
+        method.__name__ = name
+        return method
+
+    S.clone, S.cpu, S.__new__ = clone, cpu, new
+    for name in ("resize_", "share_memory_", "pin_memory", "_share_filename_cpu_", "_share_fd_cpu_",
+                 "fill_", "copy_", "_write_file", "__setitem__"):
+        if hasattr(S, name):
+            setattr(S, name, refuse(name))
+    S._ttnn_patched = True
+
+
+def _patch_reduce() -> None:
+    """Pickling (torch.save, multiprocessing): a ttnn tensor is saved as its CPU value and its device, and rebuilt
+    there by PyTorch's own rebuild function for device tensors (allowed by torch.load's weights_only unpickler),
+    as PyTorch does for devices without storage -- a ttnn storage's bytes live on the device."""
+    T = torch.Tensor
+    if getattr(T, "_ttnn_patched", False):
+        return
+    orig = T.__reduce_ex__
 
     def __reduce_ex__(self, protocol):
-        # pickling / torch.save / copy.deepcopy: the value through the CPU, rebuilt on this device (or on
-        # torch.load's map_location) by PyTorch's own rebuild function for devices without storage -- one
-        # that torch.load's weights_only unpickler (PyTorch's default) allows
-        return torch._utils._rebuild_device_tensor_from_cpu_tensor, (
-            self.detach().cpu(), self.dtype, str(self.device), self.requires_grad)
+        if type(self) is torch.Tensor and self.device.type == "ttnn":
+            return torch._utils._rebuild_device_tensor_from_cpu_tensor, (
+                self.detach().cpu(), self.dtype, str(self.device), self.requires_grad)
+        return orig(self, protocol)
+
+    T.__reduce_ex__ = __reduce_ex__
+    T._ttnn_patched = True
 
 
-class _DeviceStorage:
-    """What `TtnnTensor.untyped_storage()` shows: an identity (data_ptr: the device tensor's handle, unique
-    while it lives), a size and the device. The values are on the device: read them with `.cpu()`."""
+def _patch_repr() -> None:
+    """Printing formats the values on the CPU (as PyTorch does for xla/lazy/mtia tensors): formatting on the
+    device would run (and fall back on) float64 and masked_select ops only to print."""
+    import torch._tensor_str as ts
+    if getattr(ts._tensor_str, "_ttnn_patched", False):
+        return
+    orig = ts._tensor_str
 
-    __slots__ = ("_ptr", "_nbytes", "device")
-
-    def __init__(self, handle, tensor):
-        self._ptr, self._nbytes, self.device = id(handle), tensor.numel() * tensor.element_size(), tensor.device
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def nbytes(self) -> int:
-        return self._nbytes
-
-    def size(self) -> int:
-        return self._nbytes
-
-    def __len__(self) -> int:
-        return self._nbytes
+    def _tensor_str(self, indent):
+        if self.device.type == "ttnn":
+            self = self.detach().cpu()
+        return orig(self, indent)
+    _tensor_str._ttnn_patched = True
+    ts._tensor_str = _tensor_str
 
 
-_NO_KWARGS: dict = {}  # never written: dispatch only reads kwargs
-from . import dispatch as _dispatch  # noqa: E402  (dispatch imports this module: bound once both exist)
+def _names_ttnn(fn) -> bool:
+    """fn (Module._apply's conversion: Module.to's `convert`, Module.ttnn's lambda) names a ttnn device."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, torch.device) and v.type == "ttnn" or isinstance(v, str) and v.split(":")[0] == "ttnn":
+            return True
+    return False
+
+
+def _patch_module_apply() -> None:
+    """Module.to("ttnn:0") (and back, and dtype conversions on the device) keeps Parameter identity, so tied
+    weights stay tied and references held elsewhere (optimizers, hooks) see the moved tensors: PyTorch swaps
+    the tensors (torch.utils.swap_tensors) where torch.__future__.set_swap_module_params_on_conversion(True)
+    says so. A plain PrivateUse1 tensor is no "compatible shallow-copy type" of a CPU tensor (PyTorch's dense
+    backends only), so without the swap `param.data = ...` is not used, new Parameters are made and ties
+    break silently. The flag is PyTorch-global: it is set only for the duration of a conversion that
+    involves a ttnn device (a parameter or buffer on one, or a conversion to one)."""
+    M = torch.nn.Module
+    if getattr(M._apply, "_ttnn_patched", False):
+        return
+    orig = M._apply
+
+    def _apply(self, fn, recurse=True):
+        future = torch.__future__
+        if future.get_swap_module_params_on_conversion() or not (
+                _names_ttnn(fn) or any(is_ttnn(t) for t in itertools.chain(self.parameters(), self.buffers()))):
+            return orig(self, fn, recurse)
+        future.set_swap_module_params_on_conversion(True)
+        try:
+            return orig(self, fn, recurse)
+        finally:
+            future.set_swap_module_params_on_conversion(False)
+    _apply._ttnn_patched = True
+    M._apply = _apply
+
+
+_patch_storage()
+_patch_reduce()
+_patch_repr()
+_patch_module_apply()

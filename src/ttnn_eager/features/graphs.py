@@ -589,14 +589,14 @@ def _check_inference(args, where: str):
 
 
 def _graphed(fn, sample, warmup: int):
-    from ..core.tensor import TtnnTensor
+    from ..core.tensor import is_ttnn
     for a in sample:
-        if not isinstance(a, TtnnTensor):
+        if not is_ttnn(a):
             raise TypeError(f"torch.ttnn.make_graphed_callables: sample arguments must be ttnn tensors, got "
                             f"{type(a).__name__} on {getattr(a, 'device', 'the host')}")
         if a.requires_grad:
             _check_inference([a], "a sample argument")
-    index = sample[0]._handle.index if sample else _current_index()
+    index = sample[0].device.index if sample else _current_index()
     forward = fn.forward if isinstance(fn, torch.nn.Module) else fn
     static = [a.detach().clone() for a in sample]
     with torch.no_grad():

@@ -16,9 +16,9 @@ def to_cpu(x):
     """A device tensor's value as a CPU tensor (downloaded without dispatching), other values as they are."""
     from ..device import api
     from ..core.dispatch import refresh
-    from ..core.tensor import TtnnTensor
-    if type(x) is TtnnTensor:  # same strides as PyTorch sees, so that views behave as on the device
-        value = api.download(refresh(x._handle))
+    from ..core.tensor import handle_of, is_ttnn
+    if is_ttnn(x):  # same strides as PyTorch sees, so that views behave as on the device
+        value = api.download(refresh(handle_of(x)))
         return torch.empty_strided(x.shape, x.stride(), dtype=value.dtype).copy_(value)
     if isinstance(x, (list, tuple)):
         return type(x)(to_cpu(y) for y in x)

@@ -169,9 +169,9 @@ class _CacheBuffers:
     def __call__(self, module, args, kwargs):
         from ..device import api as device_api
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        tensors = [t for layer in getattr(cache, "layers", ()) for t in vars(layer).values()
-                   if hasattr(t, "_handle")]
-        self.marks.append([device_api.buffer_address(t._handle) for t in tensors])
+        from ..core.tensor import handle_of, is_ttnn
+        tensors = [t for layer in getattr(cache, "layers", ()) for t in vars(layer).values() if is_ttnn(t)]
+        self.marks.append([device_api.buffer_address(handle_of(t)) for t in tensors])
 
     def summary(self) -> dict:
         """tensors: device tensors the cache holds; reallocated: how many changed buffer between decode steps

@@ -33,9 +33,9 @@ _SKIP = ("aten.empty", "aten.new_empty", "aten.empty_like", "aten.empty_strided"
 
 def _signature(func, args, kwargs) -> tuple:
     def sig(x):
-        from ..core.tensor import TtnnTensor
+        from ..core.tensor import is_ttnn
         if isinstance(x, torch.Tensor):
-            return (tuple(x.shape), str(x.dtype), type(x) is TtnnTensor)
+            return (tuple(x.shape), str(x.dtype), is_ttnn(x))
         if isinstance(x, (list, tuple)):
             return tuple(sig(y) for y in x)
         return repr(x) if isinstance(x, (int, float, bool, str, type(None), torch.dtype)) else type(x).__name__
