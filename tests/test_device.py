@@ -88,7 +88,9 @@ def test_repr_tolist_item_numpy():
     assert str(y) == text
     assert y.tolist() == x.tolist()
     assert y[1, 0].item() == 3.25
-    assert (y.numpy() == x.numpy()).all()
+    assert (y.cpu().numpy() == x.numpy()).all()
+    with pytest.raises(TypeError, match="Use Tensor.cpu"):  # a plain device tensor, as on CUDA
+        y.numpy()
 
 
 def test_factories():

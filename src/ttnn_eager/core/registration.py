@@ -81,14 +81,19 @@ def _register_kernels(dispatch) -> None:
     dispatcher, the boxed fallback ~7.6 us): every lowered op, and every op PyTorch implements for all
     backends (CompositeExplicitAutograd: detach, expand, new_zeros, the _foreach ops, ...) -- those would run
     in C++ and never reach us otherwise, and the backend sees the same ops as a tensor subclass's
-    __torch_dispatch__ would. Composite (CompositeImplicitAutograd) ops with a lowering get one too: under
-    inference_mode they then reach their fused lowering whole, as `linear` does."""
+    __torch_dispatch__ would. Of the composite (CompositeImplicitAutograd) ops only those kept whole do
+    (KEEP_WHOLE: their AutogradPrivateUse1 kernel decides): a PrivateUse1 kernel of a composite op hides its
+    autograd formula (reshape would stop being a view for autograd), so the others decompose in C++ as
+    PyTorch would, also under inference_mode."""
     from .registry import REGISTRY
     done = set(FACTORY_OPS) | set(_CPU_KERNELS)
     lib = torch.library.Library("aten", "IMPL")
     names = set()
     for op in REGISTRY:
-        names.add(op._schema.name + ("." + op._overloadname if op._overloadname != "default" else ""))
+        name = op._schema.name + ("." + op._overloadname if op._overloadname != "default" else "")
+        if name[len("aten::"):] in KEEP_WHOLE or not torch._C._dispatch_has_kernel_for_dispatch_key(
+                op.name(), "CompositeImplicitAutograd"):
+            names.add(name)
     for qual in torch._C._dispatch_get_all_op_names():
         if not qual.startswith("aten::"):
             continue

@@ -1,0 +1,150 @@
+"""A ttnn tensor is a plain PrivateUse1 torch.Tensor whose device value is found through its storage
+(core/tensor.py): aliases PyTorch makes in C++, torch.compile, what PyTorch would allocate in C++, identity."""
+import copy
+import io
+
+import pytest
+import torch
+
+import ttnn_eager
+from ttnn_eager.core.tensor import handle_of, is_ttnn, new_tensor  # noqa: F401
+
+DEV = "ttnn:0"
+
+
+def _pearson(a, b) -> float:
+    return float(torch.corrcoef(torch.stack([a.flatten().double(), b.flatten().double()]))[0, 1])
+
+
+def test_a_ttnn_tensor_is_a_plain_tensor():
+    x = torch.randn(3, 4).to(DEV)
+    assert type(x) is torch.Tensor and x.device == torch.device(DEV)
+    assert isinstance(x, ttnn_eager.TtnnTensor) and not isinstance(torch.ones(1), ttnn_eager.TtnnTensor)
+    assert x.untyped_storage().nbytes() == 48 and x.untyped_storage().data_ptr() != 0
+    with pytest.raises(TypeError, match="not a tensor class"):
+        ttnn_eager.TtnnTensor(x)
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.detach(),
+    lambda x: x.data,
+    lambda x: torch.ops.aten.alias(x),
+    lambda x: x.as_strided((2, 3), (1, 4), 1),
+    lambda x: x.t().detach(),
+    lambda x: x[1:].detach(),
+    lambda x: x.view(torch.int32),
+], ids=["detach", "data", "alias", "as_strided", "detach_of_t", "detach_of_slice", "view_dtype"])
+def test_aliases_made_in_cpp_find_their_value_through_the_storage(make):
+    cpu = torch.randn(3, 4)
+    dev = cpu.to(DEV)
+    a, ref = make(dev), make(cpu)
+    assert a.untyped_storage().data_ptr() == dev.untyped_storage().data_ptr()
+    if ref.dtype == torch.int32:  # the bit pattern of the device's stored float32 (bfloat16 by default)
+        assert a.shape == ref.shape
+        return
+    torch.testing.assert_close(a.cpu(), ref, atol=0.02, rtol=0.01)
+
+
+def test_writes_through_a_cpp_alias_reach_the_base():
+    cpu = torch.arange(12.0).reshape(3, 4)
+    dev = cpu.to(DEV)
+    dev.as_strided((2, 2), (1, 4), 1).mul_(-1)
+    cpu.as_strided((2, 2), (1, 4), 1).mul_(-1)
+    dev.detach()[0].add_(100)
+    cpu.detach()[0].add_(100)
+    assert torch.equal(dev.cpu(), cpu)
+
+
+def test_expand_and_stride_zero_views():
+    cpu = torch.randn(4, 1)
+    dev = cpu.to(DEV)
+    e = dev.expand(4, 3)
+    assert e.stride() == (1, 0)
+    torch.testing.assert_close(e.cpu(), cpu.expand(4, 3), atol=0.02, rtol=0.01)
+    torch.testing.assert_close((e * 2).cpu(), cpu.expand(4, 3) * 2, atol=0.04, rtol=0.01)
+
+
+def test_compile_aot_eager_fullgraph_on_ttnn_tensors():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(32, 64), torch.randn(64, 32), torch.randn(32)
+
+    def f(x, w, b):
+        return torch.nn.functional.gelu(x @ w + b).softmax(-1) * 3 + x[:, :32].t().sum(0)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    out = compiled(x.to(DEV), w.to(DEV), b.to(DEV))
+    ref = f(x, w, b)
+    assert out.device == torch.device(DEV)
+    assert _pearson(out.cpu(), ref) >= 0.999
+    assert float((out.cpu() - ref).abs().max()) < 0.1
+
+
+def test_compile_aot_eager_training_step():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    ref = copy.deepcopy(m)
+    m.to(DEV)
+    x = torch.randn(8, 32)
+    torch._dynamo.reset()
+    step = torch.compile(lambda x: m(x).pow(2).mean(), backend="aot_eager", fullgraph=True)
+    loss = step(x.to(DEV))
+    loss.backward()
+    rloss = ref(x).pow(2).mean()
+    rloss.backward()
+    assert abs(float(loss.cpu()) - float(rloss)) < 0.02 * abs(float(rloss)) + 1e-3
+    g, rg = m[0].weight.grad, ref[0].weight.grad
+    assert g.device == torch.device(DEV) and _pearson(g.cpu(), rg) >= 0.99
+
+
+def test_storage_allocation_on_the_device_is_refused_cleanly():
+    """What PyTorch would allocate in C++ on the device (a Python backend has no allocator: the process would
+    die) is an error or done in Python."""
+    with pytest.raises(RuntimeError, match="cannot be allocated"):
+        torch.UntypedStorage(64, device=DEV)
+    with pytest.raises(RuntimeError, match="cannot be allocated"):
+        torch.UntypedStorage(64, device="ttnn")
+    x = torch.randn(4, 4).to(DEV)
+    s = x.untyped_storage()
+    for call in (lambda: s.resize_(0), lambda: s.resize_(128), lambda: s.share_memory_(), lambda: s.fill_(0),
+                 lambda: s.copy_(torch.ones(16).untyped_storage())):
+        with pytest.raises(RuntimeError, match="not supported on a ttnn storage"):
+            call()
+    c = s.clone()  # copy.deepcopy's path: made in Python
+    assert c.data_ptr() != s.data_ptr() and c.nbytes() == s.nbytes()
+    assert torch.equal(torch.frombuffer(bytearray(bytes(s.cpu())), dtype=torch.float32), x.cpu().flatten())
+    y = copy.deepcopy(x)
+    assert torch.equal(y.cpu(), x.cpu()) and y.untyped_storage().data_ptr() != s.data_ptr()
+
+
+def test_resize_and_out_into_an_empty_tensor():
+    a, b = torch.randn(3, 5), torch.randn(3, 5)
+    out = torch.empty(0, device=DEV)
+    r = torch.add(a.to(DEV), b.to(DEV), out=out)
+    assert r is out and out.shape == (3, 5)
+    torch.testing.assert_close(out.cpu(), a + b, atol=0.05, rtol=0.01)
+
+
+def test_module_to_keeps_identity_and_ties_and_saves():
+    m = torch.nn.Module()
+    m.a, m.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    m.b.weight = m.a.weight
+    held = m.a.weight
+    m.to(DEV)
+    assert held is m.a.weight and m.a.weight is m.b.weight and held.device == torch.device(DEV)
+    assert not torch.__future__.get_swap_module_params_on_conversion()  # set only during the conversion
+    buf = io.BytesIO()
+    torch.save(m.state_dict(), buf)
+    buf.seek(0)
+    sd = torch.load(buf)
+    assert sd["a.weight"].device == torch.device(DEV)  # saved as its CPU value, rebuilt on its device
+    torch.testing.assert_close(sd["a.weight"].cpu(), m.a.weight.detach().cpu())
+    m.to("cpu")
+    assert held is m.a.weight and held.device.type == "cpu" and m.a.weight is m.b.weight
+
+
+def test_mark_static_address_pins_the_storage_handle():
+    x = torch.zeros(4, 32).to(DEV)
+    torch._dynamo.mark_static_address(x)
+    x.add_(1)
+    assert handle_of(x).pinned and torch.equal(x.cpu(), torch.ones(4, 32))
