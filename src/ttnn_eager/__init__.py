@@ -11,7 +11,7 @@ imports): a layer imports only the layers before it.
 
     config.py, counters.py   the user's settings and the statistics: imported by everything, import nothing
     device/       the one ttnn caller: device discovery (runtime), the device API, the card and mock backends
-    core/         the backend: registration, TtnnTensor, dispatch, the lowering registry, the layout policy
+    core/         the backend: registration, the tensor (plain, storage-held Handle), dispatch, the lowering registry, the layout policy
     lowerings/    one small function per aten op, registered into core/registry.py
     features/     what users call beside tensors: torch.ttnn (device_module), graphs, record_ops, report
     tools/        programs that use the backend from outside: the CLI, model checks, validation, docs

@@ -2,7 +2,8 @@
 
     registration.py    the `ttnn` device in PyTorch: PrivateUse1 renamed, kernels, the autograd rule for ops
                        kept whole (cheap: no ttnn import)
-    tensor.py          TtnnTensor, the torch.Tensor of a ttnn device (a wrapper subclass holding a Handle)
+    tensor.py          the torch.Tensor of a ttnn device: a plain PrivateUse1 tensor whose storage holds its
+                       Handle (new_tensor, handle_of, is_ttnn), and PyTorch's storage paths made safe
     dispatch.py        the single entry point of every aten op: lowering, decomposition or CPU fallback;
                        views, in-place and out= semantics
     registry.py        aten op -> lowering (filled by the lowerings package), view inverses, Unfit
