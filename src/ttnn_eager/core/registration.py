@@ -127,6 +127,10 @@ _NOT_OURS = {"detach", "alias", "lift_fresh", "set_", "as_strided", "as_strided_
              "resize_as_", "_assert_async", "_functional_assert_async", "_print", "_assert_tensor_metadata"}
 
 
+def _reshape_alias(x, size, stride):
+    return _backend().dispatch(torch.ops.aten.view.default, (x, size), {})
+
+
 def _cpu_kernel(op):
     def kernel(*args, **kwargs):
         return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
@@ -159,6 +163,8 @@ def register(device_module, load_backend) -> None:
     for name in _CPU_KERNELS:
         op = _op(name)
         kernels.impl(op, _cpu_kernel(op), "PrivateUse1")
+    # reshape's composite emits _reshape_alias(self, size, stride) where a view will do: it is that view
+    kernels.impl(_op("_reshape_alias"), _reshape_alias, "PrivateUse1")
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
