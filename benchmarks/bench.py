@@ -29,8 +29,12 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import ttnn_eager  # noqa: E402
-from ttnn_eager import bert, counters, device_api, dispatch, models  # noqa: E402
-from ttnn_eager.tensor import TtnnTensor  # noqa: E402
+from ttnn_eager.tools import bert, models
+from ttnn_eager import counters
+from ttnn_eager.device import api as device_api
+from ttnn_eager.device import mock as shadow_mock  # the mock backend's shadow execution (timed apart)
+from ttnn_eager.core import dispatch  # noqa: E402
+from ttnn_eager.core.tensor import TtnnTensor  # noqa: E402
 
 # The hand-written TT-NN BERT-large: tenstorrent/tt-metal models/demos/bert/tt/ttnn_optimized_bert.py
 # (commit 120b164d). Per encoder layer: linear (fused QKV), split_query_key_value_and_split_heads, matmul,
@@ -66,7 +70,7 @@ class HostTimer:
         self.inside = False  # inside a timed ttnn call or shadow execution
 
     def install(self):
-        self._orig = (dispatch.dispatch, device_api._resolve, device_api.shadow, device_api._round,
+        self._orig = (dispatch.dispatch, device_api._resolve, shadow_mock.shadow, shadow_mock._round,
                       device_api.ttnn.from_torch, device_api.ttnn.to_torch)
         orig_dispatch, orig_resolve, orig_shadow, orig_round, from_torch, to_torch = self._orig
         timer = self
@@ -100,14 +104,14 @@ class HostTimer:
 
         dispatch.dispatch = timed_dispatch
         device_api._resolve = _by_op(lambda op: wrap(orig_resolve(op), "ttnn"))
-        device_api.shadow = wrap(orig_shadow, "shadow")
-        device_api._round = wrap(orig_round, "shadow")  # uploads round their shadow too
+        shadow_mock.shadow = wrap(orig_shadow, "shadow")
+        shadow_mock._round = wrap(orig_round, "shadow")  # uploads round their shadow too
         device_api.ttnn.from_torch = wrap(from_torch, "ttnn")
         device_api.ttnn.to_torch = wrap(to_torch, "ttnn")
         return self
 
     def uninstall(self):
-        (dispatch.dispatch, device_api._resolve, device_api.shadow, device_api._round,
+        (dispatch.dispatch, device_api._resolve, shadow_mock.shadow, shadow_mock._round,
          device_api.ttnn.from_torch, device_api.ttnn.to_torch) = self._orig
 
     def reset(self):
@@ -343,7 +347,7 @@ def vision_host_overhead(batches=(1, 8), size: int = 224, forwards: int = 3) -> 
     """torchvision ResNet-50 (seeded random weights), no_grad: host overhead per aten op (shadow execution
     off, as on hardware; ttnn calls excluded), TT-NN ops and conversions per forward, at each batch size.
     The first forward at each size builds the programs and prepares the conv weights (not timed)."""
-    from ttnn_eager import vision
+    from ttnn_eager.tools import vision
     model = vision.load("resnet50").to(DEV)
     out = {}
     timer = HostTimer()

@@ -9,7 +9,7 @@ import torch
 import transformers
 
 import ttnn_eager
-from ttnn_eager import bert
+from ttnn_eager.tools import bert
 
 from conftest import pcc
 
@@ -136,7 +136,7 @@ def test_minilm_real_weights_sentence_embeddings():
 
 
 def test_cli_bert_json():
-    r = subprocess.run([sys.executable, "-m", "ttnn_eager.cli", "bert", "--batch", "2", "--seq", "64", "--json"],
+    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "bert", "--batch", "2", "--seq", "64", "--json"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)

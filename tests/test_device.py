@@ -265,7 +265,7 @@ def test_save_pretrained_from_the_device_and_reload_on_the_cpu(tmp_path):
     storage, which a ttnn tensor gives as its device tensor's identity): the reloaded CPU model has the
     device model's values, tied weights tied, and an untied clone is not mistaken for a tied one."""
     import transformers
-    from ttnn_eager import models
+    from ttnn_eager.tools import models
     model, _ = models.build("gpt2")
     dev = model.to("ttnn:0")
     with torch.no_grad():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import ttnn_eager
-from ttnn_eager import docs
+from ttnn_eager.tools import docs
 
 DEV = "ttnn:0"
 
@@ -124,7 +124,7 @@ def test_mixed_dtype_operands_promote_like_pytorch(op):
 
 
 def test_cached_type_promotion_matches_torch_result_type():
-    from ttnn_eager import device_api as api
+    from ttnn_eager.device import api as api
     from ttnn_eager.lowerings._common import result_dtype
     handles = {(dt, zero_dim): api.Handle(None, None, dt, () if zero_dim else (2,), 0)
                for dt in _DTYPES + [torch.float16] for zero_dim in (False, True)}
@@ -140,7 +140,7 @@ def test_cached_type_promotion_matches_torch_result_type():
 
 def test_fallback_warning_points_at_the_callers_line():
     d = torch.rand(3, 4).to(DEV)
-    from ttnn_eager import dispatch
+    from ttnn_eager.core import dispatch
     dispatch._warned.discard(torch.ops.aten.cummax.default)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -152,7 +152,7 @@ def test_fallback_warning_points_at_the_callers_line():
 def test_shadows_off_gives_unknown_values_never_wrong_ones():
     """device_api.shadows_off (benchmarks' hardware-like mode) must not turn into silent zeros: a value
     computed inside is unknown, downloading it raises, and so does anything computed from it later."""
-    from ttnn_eager import device_api as api
+    from ttnn_eager.device import api as api
     x = torch.rand(4, 32).to(DEV)
     with api.shadows_off():
         y = torch.nn.functional.gelu(x) + 1
@@ -197,7 +197,7 @@ def test_whole_ops_reach_the_backend_directly_and_dispatch_modes_still_see_them(
 def test_allowlisted_decompositions_run_on_the_device_not_the_fallback():
     """PyTorch's decompositions (decompositions.ALLOWLIST) turn unlowered ops into lowered ones: strict mode
     allows them, and the values are PyTorch's."""
-    from ttnn_eager import decompositions
+    from ttnn_eager.core import decompositions
     x = torch.randn(3, 40).to(torch.bfloat16).float()
     with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
         y = torch.nn.functional.leaky_relu(x.to("ttnn:0"), 0.1)

@@ -11,7 +11,8 @@ import torch
 import transformers as T
 
 import ttnn_eager
-from ttnn_eager import bert, dispatch
+from ttnn_eager.tools import bert
+from ttnn_eager.core import dispatch
 
 from conftest import pcc
 
@@ -111,7 +112,7 @@ def test_report_bert_large_lists_zero_fallbacks(tmp_path):
 
 def test_cli_report_json_and_png(tmp_path):
     png = tmp_path / "chart.png"
-    r = subprocess.run([sys.executable, "-m", "ttnn_eager.cli", "report", "--batch", "1", "--seq", "32", "--json",
+    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "report", "--batch", "1", "--seq", "32", "--json",
                         "--png", str(png)], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(r.stdout)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ttnn_eager
-from ttnn_eager.dispatch import REGISTRY  # importing dispatch registers every lowering
+from ttnn_eager.lowerings import REGISTRY
 
 from conftest import COVERS, covers, all_test_modules
 

@@ -1,6 +1,6 @@
 """Text generation on ttnn:0 against float32 PyTorch on the CPU: the lowerings generate() needs (search,
 math, bitwise), greedy decoding equal to the CPU's tokens, per-token transfers, the family forwards, bad
-input. Tiny seeded configs from ttnn_eager.models."""
+input. Tiny seeded configs from ttnn_eager.tools.models."""
 import copy
 import math
 import warnings
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ttnn_eager
-from ttnn_eager import models
+from ttnn_eager.tools import models
 
 from conftest import covers, pcc
 
@@ -296,7 +296,7 @@ def _local_model_with_tokenizer(path):
 
 def test_cli_generate_text_prompt_json(tmp_path, capsys, restore_config):
     import json
-    from ttnn_eager import cli
+    from ttnn_eager.tools import cli
     _local_model_with_tokenizer(tmp_path)
     ttnn_eager.configure(shadow_numerics="exact")  # float32 exactness: see the llama test above
     assert cli.main(["generate", str(tmp_path), "--prompt", "hello tenstorrent", "--max-new-tokens", "5",
@@ -308,7 +308,7 @@ def test_cli_generate_text_prompt_json(tmp_path, capsys, restore_config):
 
 
 def test_cli_generate_refuses_bad_input(capsys):
-    from ttnn_eager import cli
+    from ttnn_eager.tools import cli
     with pytest.raises(SystemExit, match="must be token ids"):
         cli.main(["generate", "gpt2", "--prompt", "some text"])  # no tokenizer
     with pytest.raises(SystemExit, match="longer than the model's 256 positions"):

@@ -9,7 +9,7 @@ import transformers
 
 import ttnn_eager
 from conftest import pcc, run_python
-from ttnn_eager import bert
+from ttnn_eager.tools import bert
 
 DEV = "ttnn:0"
 
@@ -91,15 +91,15 @@ def test_memory_flat_and_no_new_programs_over_200_replays():
         with torch.ttnn.graph(g):
             out = dev(s_ids, s_mask)
     g.replay()
-    memory, programs = torch.ttnn.memory_allocated(), ttnn_eager.device_api.program_cache_entries(0)
-    with ttnn_eager.device_api.shadows_off():  # device memory and programs do not depend on the mock's values
+    memory, programs = torch.ttnn.memory_allocated(), ttnn_eager.device.api.program_cache_entries(0)
+    with ttnn_eager.device.api.shadows_off():  # device memory and programs do not depend on the mock's values
         for i in range(199):
             s_ids.copy_(bert.make_inputs(1, 32, 100, seed=i)[0])
             g.replay()
     s_ids.copy_(bert.make_inputs(1, 32, 100, seed=199)[0])
     g.replay()  # the 200th, with values
     assert torch.ttnn.memory_allocated() == memory
-    assert ttnn_eager.device_api.program_cache_entries(0) == programs
+    assert ttnn_eager.device.api.program_cache_entries(0) == programs
     with torch.no_grad():
         ref = cpu(bert.make_inputs(1, 32, 100, seed=199)[0], mask)
     assert pcc(out.last_hidden_state.cpu(), ref.last_hidden_state) >= 0.999
@@ -249,8 +249,8 @@ def test_the_hardware_trace_path_bookkeeping_with_stubbed_trace_verbs(monkeypatc
     """The card path (graphs._Trace) cannot run on the mock (tt-metal's trace capture crashes there). With
     the four trace verbs stubbed, its bookkeeping runs: capture inside begin/end, a changed static input
     copied into the trace's input buffer, execute_trace per replay, the same output buffers every replay."""
-    from ttnn_eager import device_api as api
-    from ttnn_eager import graphs
+    from ttnn_eager.device import api as api
+    from ttnn_eager.features import graphs
     calls = []
     monkeypatch.setattr(api, "begin_trace", lambda index: calls.append("begin") or 7)
     monkeypatch.setattr(api, "end_trace", lambda index, tid: calls.append(("end", tid)))

@@ -7,7 +7,8 @@ import torch
 import transformers
 
 import ttnn_eager
-from ttnn_eager import bert, counters, docs, layout_probe
+from ttnn_eager.tools import bert, docs, layout_probe
+from ttnn_eager import counters
 
 from conftest import pcc
 
@@ -67,7 +68,7 @@ def test_bert_large_bfloat8_b_weights(memory_base, restore_config):
     cpu, dev, _, used8 = _bert_large_on_device("bfloat8_b", memory_base, restore_config)
     assert used8 <= 0.60 * used16, (used8, used16)
     weight = dev.encoder.layer[0].attention.self.query.weight
-    assert weight._handle.tt_dtype == ttnn_eager.device_api.BFLOAT8_B
+    assert weight._handle.tt_dtype == ttnn_eager.device.api.BFLOAT8_B
     ids, mask = bert.make_inputs(2, 100, cpu.config.vocab_size, padded=20)
     with torch.no_grad(), ttnn_eager.strict():
         out = dev(input_ids=ids.to(DEV), attention_mask=mask.to(DEV))
@@ -78,7 +79,7 @@ def test_bert_large_bfloat8_b_weights(memory_base, restore_config):
 
 
 def test_integers_are_stored_by_sign():
-    api = ttnn_eager.device_api
+    api = ttnn_eager.device.api
     assert torch.tensor([0, 5, 7]).to(DEV)._handle.tt_dtype == api.UINT32
     assert torch.tensor([-1, 5]).to(DEV)._handle.tt_dtype == api.INT32
     u = torch.tensor([1, 2, 3]).to(DEV)

@@ -1,5 +1,5 @@
 """PyTorch's ModuleInfo samples: every torch.nn module class in `module_db` on ttnn:0 against the CPU
-(src/ttnn_eager/modules_check.py runs them; docs/modules.md is generated from docs/modules.json, which
+(src/ttnn_eager/tools/modules_check.py runs them; docs/modules.md is generated from docs/modules.json, which
 `ttnn-eager modules` writes and this test checks is current).
 
 Capped at the results file's samples per module and mode (3: the first ones in module_db's order) to keep
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ttnn_eager import modules_check
+from ttnn_eager.tools import modules_check
 
 with open(modules_check.RESULTS) as _f:
     RECORDED = json.load(_f)

@@ -400,7 +400,7 @@ def test_in_place_view_ops_change_the_shape():
 def test_vision_compare_reports_accuracy_counts_and_peak_memory():
     """`ttnn-eager vision`'s measurement (vision.compare), on the small CNN (the torchvision models take
     minutes to build their programs on the mock device; docs/vision.md has their figures)."""
-    from ttnn_eager import vision
+    from ttnn_eager.tools import vision
     r = vision.compare(_small_cnn(), bf(1, 3, 32, 32))
     assert r["pcc_logits"] >= 0.999 and r["top1_agreement"] == 1.0
     assert r["fallbacks"] == 0 and r["layout_conversions"] == 0 and r["ttnn_ops"] > r["aten_ops"] > 10

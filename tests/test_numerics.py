@@ -9,8 +9,10 @@ import torch
 from conftest import pcc
 
 import ttnn_eager
-from ttnn_eager import config, layout, numerics
-from ttnn_eager import device_api as api
+from ttnn_eager import config
+from ttnn_eager.core import layout
+from ttnn_eager.device import numerics
+from ttnn_eager.device import api as api
 
 DEV = "ttnn:0"
 FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
@@ -279,7 +281,7 @@ def minilm_path():
 def test_bert_json_reports_numerics(minilm_path, capsys, restore_config):
     import json
 
-    from ttnn_eager import cli
+    from ttnn_eager.tools import cli
     assert cli.main(["bert", "--model", minilm_path, "--layers", "2", "--seq", "32", "--json",
                      "--math-fidelity", "LoFi", "--math-approx", "on"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -294,7 +296,7 @@ def test_validate_writes_a_report(minilm_path, tmp_path, capsys, restore_config)
     import json
     from importlib import metadata
 
-    from ttnn_eager import cli
+    from ttnn_eager.tools import cli
     assert cli.main(["validate", "--model", minilm_path, "--layers", "1", "--seq", "64", "--attn", "sdpa",
                      "--no-sweep", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "validation.json").read_text())
@@ -317,8 +319,8 @@ def test_validate_sweeps_every_lowering(tmp_path, capsys, restore_config):
     lowering; a row that fails the tolerance is one sweep.EXCEPTIONS lists as failing (at some shapes)."""
     import json
 
-    from ttnn_eager import cli, sweep
-    from ttnn_eager.dispatch import REGISTRY
+    from ttnn_eager.tools import cli, sweep
+    from ttnn_eager.lowerings import REGISTRY
     assert cli.main(["validate", "--sweep-only", "--sweep-scale", "4", "--batch", "1", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "validation.json").read_text())
     assert "## Every lowering at bert-large shapes" in (tmp_path / "validation.md").read_text()
@@ -347,8 +349,8 @@ def test_validate_sweeps_every_lowering(tmp_path, capsys, restore_config):
 def test_sweep_catches_a_wrong_lowering(monkeypatch):
     """The sweep flags a float lowering that computes another function, one off by a factor (Pearson 1: the
     error bound catches it), and an integer one."""
-    from ttnn_eager import sweep
-    from ttnn_eager.dispatch import REGISTRY
+    from ttnn_eager.tools import sweep
+    from ttnn_eager.lowerings import REGISTRY
     aten = torch.ops.aten
     tanh = REGISTRY[aten.tanh.default].fn
     monkeypatch.setattr(REGISTRY[aten.sin.default], "fn", REGISTRY[aten.cos.default].fn)

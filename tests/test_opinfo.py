@@ -1,11 +1,11 @@
 """PyTorch's OpInfo samples (`op_db`) as the conformance suite (issue 11 item 2): every OpInfo whose op runs
 on lowered aten ops, its samples in float32, int64 and bool on ttnn:0 against the CPU (the rules are in
-src/ttnn_eager/opinfo.py). One run of the whole suite per session; the tests read its results."""
+src/ttnn_eager/tools/opinfo.py). One run of the whole suite per session; the tests read its results."""
 import functools
 
 import pytest
 
-from ttnn_eager import opinfo
+from ttnn_eager.tools import opinfo
 
 
 @functools.cache

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import ttnn_eager
-from ttnn_eager.dispatch import REGISTRY  # importing dispatch registers every lowering
+from ttnn_eager.lowerings import REGISTRY
 
 from conftest import pcc, all_test_modules
 

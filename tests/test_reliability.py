@@ -9,7 +9,7 @@ import torch
 import transformers
 
 import ttnn_eager
-from ttnn_eager import bert
+from ttnn_eager.tools import bert
 
 from conftest import pcc, run_python
 

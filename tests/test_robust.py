@@ -223,7 +223,8 @@ def test_ttnn_log_lines_stay_off_the_terminal_but_the_error_keeps_its_message():
         import os
         os.environ.pop("TT_LOGGER_LEVEL", None)  # the backend's default, not the one this test process inherited
         import torch, ttnn_eager
-        from ttnn_eager import device_api as api, layout
+        from ttnn_eager.device import api as api
+        from ttnn_eager.core import layout
         a = layout.to_device(torch.randn(4, 5), 0)
         b = layout.to_device(torch.randn(2, 5, 3), 0)
         try:
@@ -526,7 +527,7 @@ def edge_sweep():
 
 def test_edge_shapes_in_a_subprocess():
     import os
-    from ttnn_eager.dispatch import REGISTRY
+    from ttnn_eager.lowerings import REGISTRY
     code = textwrap.dedent(f"""
         import sys, warnings
         sys.path.insert(0, {os.path.dirname(__file__)!r})

@@ -177,7 +177,7 @@ def test_clip_grad_norm_total_norm_and_scaled_gradients():
 def test_trainable_parameters_and_optimizer_states_are_float32_on_the_device(restore_config):
     """train_dtype="float32" (default): an update of 1e-4 on weights near 1 (below bfloat16's 2^-8 step) is
     kept; the parameters and Adam's states are float32 on the device. train_dtype="bfloat16" loses it."""
-    from ttnn_eager import device_api as api
+    from ttnn_eager.device import api as api
 
     def run(train_dtype):
         ttnn_eager.configure(train_dtype=train_dtype)
@@ -207,7 +207,7 @@ def test_trainable_parameters_and_optimizer_states_are_float32_on_the_device(res
 
 def test_inference_storage_is_unchanged_by_the_training_policy():
     """Until a parameter is updated it keeps its upload storage: a model moved for inference is bfloat16."""
-    from ttnn_eager import device_api as api
+    from ttnn_eager.device import api as api
     m = mlp().to(DEV)
     with torch.no_grad():
         m(torch.randn(4, 24, device=DEV))

@@ -272,7 +272,7 @@ def _rows(users, length, dtype):
 
 
 def _address(t):
-    from ttnn_eager import device_api
+    from ttnn_eager.device import api as device_api
     return device_api.buffer_address(t._handle) if t.device.type == "ttnn" else t.data_ptr()
 
 

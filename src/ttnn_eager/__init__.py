@@ -5,12 +5,33 @@
     out = model(input_ids.to("ttnn:0"))
 
 Importing registers the `ttnn` device (cheap); ttnn itself is imported when a ttnn device is first used.
+
+The package, in layers (each folder's docstring says what it owns; tests/test_layering.py checks the
+imports): a layer imports only the layers before it.
+
+    config.py, counters.py   the user's settings and the statistics: imported by everything, import nothing
+    device/       the one ttnn caller: device discovery (runtime), the device API, the card and mock backends
+    core/         the backend: registration, TtnnTensor, dispatch, the lowering registry, the layout policy
+    lowerings/    one small function per aten op, registered into core/registry.py
+    features/     what users call beside tensors: torch.ttnn (device_module), graphs, record_ops, report
+    tools/        programs that use the backend from outside: the CLI, model checks, validation, docs
+
+This file is the wiring: it registers the device with the device module and the loader of the backend.
 """
 import torch  # noqa: F401  (first: importing torch may autoload this package's registration)
 
-from ._registration import register as _register
+from .core import registration as _registration
+from .features import device_module as _device_module
 
-_register()
+
+def _load_backend():
+    """The dispatch module with every lowering registered (at the first op on a ttnn device: it imports ttnn)."""
+    from . import lowerings  # noqa: F401  (registers every lowering)
+    from .core import dispatch
+    return dispatch
+
+
+_registration.register(_device_module, _load_backend)
 
 from .config import configure, strict  # noqa: E402
 from .counters import reset_stats, stats  # noqa: E402
@@ -21,15 +42,15 @@ __version__ = "0.1.0"
 
 def __getattr__(name):  # heavier pieces load on first use (they import ttnn)
     if name == "FallbackError":
-        from .dispatch import FallbackError
+        from .core.dispatch import FallbackError
         return FallbackError
     if name == "TtnnTensor":
-        from .tensor import TtnnTensor
+        from .core.tensor import TtnnTensor
         return TtnnTensor
     if name == "report":
-        from .report import report
+        from .features.report import report
         return report
     if name == "record_ops":
-        from .inventory import record_ops
+        from .features.inventory import record_ops
         return record_ops
     raise AttributeError(f"module 'ttnn_eager' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Entry point of PyTorch's device-backend autoload (group `torch.backends`): `import torch` calls
-`autoload()`, which registers the `ttnn` device. Set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to switch it off."""
+`autoload()`, which imports the package (its root registers the `ttnn` device). Set
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 to switch it off."""
 
 
 def autoload() -> None:
-    from ._registration import register
-    register()
+    import ttnn_eager  # noqa: F401

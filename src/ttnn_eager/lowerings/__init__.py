@@ -1,6 +1,9 @@
 """Lowerings, one small function per aten op (or overload family), grouped by family.
 
-Importing this package registers them all (registry.REGISTRY)."""
+Each is registered for the aten op(s) it implements with core/registry.py's `@lowering`; importing this
+package registers them all, and `REGISTRY` here is the filled registry (aten op -> Lowering). A lowering
+imports only the core (registry, layout policy, capture hooks, generator) and the device API (device/):
+never a feature or a tool."""
 from . import (  # noqa: F401
     activation,
     attention,
@@ -24,3 +27,4 @@ from . import (  # noqa: F401
     upsample,
     views,
 )
+from ..core.registry import REGISTRY  # noqa: E402,F401  (filled by the imports above)

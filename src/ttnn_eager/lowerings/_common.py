@@ -5,7 +5,7 @@ import functools
 
 import torch
 
-from .. import device_api as api
+from ..device import api, runtime
 
 
 def is_handle(x) -> bool:
@@ -14,17 +14,10 @@ def is_handle(x) -> bool:
 
 def index_of(device) -> int:
     """Device index of a `device=` argument (None or "ttnn" without index: the current device)."""
-    from ..device_module import current_device
     if device is None:
-        return current_device()
+        return runtime.current_device()
     device = torch.device(device)
-    return current_device() if device.index is None else device.index
-
-
-def device_mismatch(a, b) -> RuntimeError:
-    """PyTorch's error for tensors of two devices in one op (a, b: devices, or ttnn device indices)."""
-    a, b = (f"ttnn:{d}" if isinstance(d, int) else str(d) for d in (a, b))
-    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+    return runtime.current_device() if device.index is None else device.index
 
 
 def dim(d: int, ndim: int) -> int:

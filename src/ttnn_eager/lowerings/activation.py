@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from ..layout import TILE_FLOAT
-from ..registry import Unfit, lowering
+from ..core.layout import TILE_FLOAT
+from ..core.registry import Unfit, lowering
+from ..device import api
 from ._common import dim
 from .elementwise import _unary
 from .views import reshape, slice_handle

@@ -14,10 +14,10 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import TILE
-from ..registry import Unfit, lowering
+from ..core import layout as policy
+from ..core.layout import TILE
+from ..core.registry import Unfit, lowering
+from ..device import api
 from .views import expand
 
 aten = torch.ops.aten

@@ -1,5 +1,5 @@
 """Dropout on the device: the keep mask is drawn by ttnn.rand from the device-side generator
-(device_module.next_seed: torch.manual_seed's seed and a count of draws), so a seeded run is reproducible;
+(core/generator.py's next_seed: torch.manual_seed's seed and a count of draws), so a seeded run is reproducible;
 it is not bit-identical to the CPU's mask (a different generator). native_dropout_backward is PyTorch's
 decomposition (grad * mask * scale).
 """
@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from ..layout import TILE_FLOAT
-from ..registry import lowering
+from ..core import generator
+from ..core.layout import TILE_FLOAT
+from ..core.registry import lowering
+from ..device import api
 from .factory import full_handle
 
 aten = torch.ops.aten
@@ -23,9 +24,8 @@ def native_dropout(x, p, train):
     if p >= 1:
         zero = full_handle(x.shape, 0.0, x.dtype, x.index)
         return zero, full_handle(x.shape, False, torch.bool, x.index)
-    from ..device_module import next_seed
     u = api.create("rand", (tuple(x.shape),), api.BFLOAT16 if x.tt_dtype != api.FLOAT32 else api.FLOAT32,
-                   api.TILE, x.index, torch.float32, seed=next_seed())
+                   api.TILE, x.index, torch.float32, seed=generator.next_seed())
     keep = api.run("ge", u, float(p), dtype=api.BFLOAT16, out_dtype=torch.bool)
     out = api.run("multiply", api.run("multiply", x, keep), 1.0 / (1.0 - p))
     return out, keep

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import PROMOTE, SIGNED, TILE, TILE_FLOAT
-from ..registry import lowering
+from ..core import layout as policy
+from ..core.layout import PROMOTE, SIGNED, TILE, TILE_FLOAT
+from ..core.registry import lowering
+from ..device import api
 from ._common import check_broadcast, is_handle, promote_scalar, result_dtype
 
 aten = torch.ops.aten
@@ -147,7 +147,7 @@ def neg(x):
 
 
 @lowering(aten.abs.default, ttnn=["abs"], needs=TILE)
-def abs_(x):
+def abs(x):
     return api.run("abs", x)
 
 
@@ -160,7 +160,7 @@ def gelu(x, *, approximate="none"):
 
 @lowering(aten.pow.Tensor_Scalar, ttnn=["pow", "square", "multiply"], needs=TILE,
           notes="integer tensors to integer powers: exact while results fit float32's 24-bit mantissa")
-def pow_(x, exponent):
+def pow(x, exponent):
     dtype = promote_scalar(x.dtype, exponent)
     if not dtype.is_floating_point:  # an integer power of an integer tensor
         if exponent < 0:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from .. import graphs
-from .. import layout as policy
-from ..layout import ANY, INDEX
-from ..registry import lowering
+from ..core import capture
+from ..core import layout as policy
+from ..core.layout import ANY, INDEX
+from ..core.registry import lowering
+from ..device import api
 from .views import reshape
 
 aten = torch.ops.aten
@@ -35,7 +35,7 @@ def lookup(table: api.Handle, ids: api.Handle, out_dtype: torch.dtype, tile_tabl
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     rows = weight.shape[0]
     if indices.bounds is not None:
-        graphs.host_decision(indices, ("index", rows), "aten.embedding's token-id range check")
+        capture.host_decision(indices, ("index", rows), "aten.embedding's token-id range check")
     if indices.bounds is not None and (indices.bounds[0] < 0 or indices.bounds[1] >= rows):
         raise IndexError(f"index out of range in self: an embedding of {rows} rows got indices in "
                          f"[{indices.bounds[0]}, {indices.bounds[1]}]: token ids must be in [0, {rows - 1}] (check the "

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from .. import graphs
-from .. import layout as policy
-from ..layout import ANY, TILE
-from ..registry import lowering
+from ..core import capture
+from ..core import layout as policy
+from ..core.layout import ANY, TILE
+from ..core.registry import lowering
+from ..device import api
 from ._common import index_of, is_handle
 
 aten = torch.ops.aten
@@ -125,7 +125,7 @@ def _host_factory(op):
     random = name.startswith(("rand", "normal"))
     def lower(*args, **kwargs):
         if random:
-            graphs.refuse_in_capture(f"a random factory (aten.{name}: drawn on the host, so a replay would "
+            capture.refuse(f"a random factory (aten.{name}: drawn on the host, so a replay would "
                                      f"repeat the same numbers)")
         index = index_of(kwargs.get("device"))
         kwargs = dict(kwargs, device=torch.device("cpu"))
@@ -163,7 +163,7 @@ for _op in (aten.rand.default,
 
 def _host_like(op):
     def lower(x, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, **kw):
-        graphs.refuse_in_capture(f"a random factory (aten.{op._schema.name.split('::')[1]}: drawn on the host, "
+        capture.refuse(f"a random factory (aten.{op._schema.name.split('::')[1]}: drawn on the host, "
                                  f"so a replay would repeat the same numbers)")
         dtype, index = _like(x, dtype, device)
         value = op(torch.empty(x.shape, dtype=dtype), *args, **kw)
@@ -211,7 +211,7 @@ def _nonzero_bounds(b):
 def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     target = torch.device(device) if device is not None else None
     if not is_handle(x):  # a CPU tensor going to a ttnn device
-        graphs.refuse_in_capture("a host-to-device copy of a CPU tensor (its value would be frozen into the graph)")
+        capture.refuse("a host-to-device copy of a CPU tensor (its value would be frozen into the graph)")
         value = x if dtype is None else x.to(dtype)
         return policy.to_device(value, index_of(target))
     dtype = x.dtype if dtype is None else dtype
@@ -230,7 +230,7 @@ def copy_(dst, src, non_blocking=False):
         return dst.copy_(api.download(src))
     shape = tuple(dst.shape)
     if not is_handle(src):
-        graphs.refuse_in_capture("a copy_ from a CPU tensor (its value would be frozen into the graph)")
+        capture.refuse("a copy_ from a CPU tensor (its value would be frozen into the graph)")
         value = torch.as_tensor(src).to(dst.dtype).expand(shape)
         return policy.to_device(value, dst.index)
     if src.index != dst.index:
@@ -245,7 +245,7 @@ def copy_(dst, src, non_blocking=False):
           notes="a device-to-host sync (.item()), unless the value is known on the host (bounds)")
 def local_scalar_dense(x):
     if x.bounds is not None and x.bounds[0] == x.bounds[1] and x.bounds[2]:
-        graphs.host_decision(x, "item", f"aten._local_scalar_dense (.item() = {x.bounds[0]}, from values known "
+        capture.host_decision(x, "item", f"aten._local_scalar_dense (.item() = {x.bounds[0]}, from values known "
                                         f"on the host)")
         return bool(x.bounds[0]) if x.dtype == torch.bool else x.bounds[0]
     return api.download(x).item()

@@ -11,11 +11,11 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import ANY, INDEX, TILE, TILE_FLOAT
-from ..registry import Unfit, lowering
-from ._common import device_mismatch, dim
+from ..core import layout as policy
+from ..core.layout import ANY, INDEX, TILE, TILE_FLOAT
+from ..core.registry import Unfit, device_mismatch, lowering
+from ..device import api
+from ._common import dim
 from .views import expand, reshape
 
 aten = torch.ops.aten

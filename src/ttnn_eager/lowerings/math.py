@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import PROMOTE, TILE, TILE_FLOAT
-from ..registry import Unfit, lowering
+from ..core import layout as policy
+from ..core.layout import PROMOTE, TILE, TILE_FLOAT
+from ..core.registry import Unfit, lowering
+from ..device import api
 from ._common import check_broadcast, dim, is_handle, result_dtype
 from .factory import cast
 

@@ -10,10 +10,10 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import TILE
-from ..registry import lowering
+from ..core import layout as policy
+from ..core.layout import TILE
+from ..core.registry import lowering
+from ..device import api
 from ._common import check_broadcast
 from .views import expand, reshape
 

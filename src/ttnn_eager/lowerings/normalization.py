@@ -5,10 +5,10 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import TILE, TILE_FLOAT
-from ..registry import lowering
+from ..core import layout as policy
+from ..core.layout import TILE, TILE_FLOAT
+from ..core.registry import lowering
+from ..device import api
 from ._common import dim
 from .views import reshape
 

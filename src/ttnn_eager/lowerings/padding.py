@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import layout as policy
-from ..layout import ANY, TILE
-from ..registry import Unfit, lowering
+from ..core import layout as policy
+from ..core.layout import ANY, TILE
+from ..core.registry import Unfit, lowering
 from .factory import full_handle
 from .views import cat, expand, slice_handle
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import TILE, TILE_FLOAT
-from ..registry import Unfit, lowering
+from ..core import layout as policy
+from ..core.layout import TILE, TILE_FLOAT
+from ..core.registry import Unfit, lowering
+from ..device import api
 from .views import cat, permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten

@@ -5,11 +5,11 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import graphs
-from .. import layout as policy
-from ..layout import TILE, TILE_FLOAT
-from ..registry import Unfit, lowering
+from ..core import capture
+from ..core import layout as policy
+from ..core.layout import TILE, TILE_FLOAT
+from ..core.registry import Unfit, lowering
+from ..device import api
 from ._common import dim
 from .views import reshape, share
 
@@ -59,7 +59,7 @@ def _all_or_any(x, d, keepdim, want_all: bool):
     """all (min) or any (max) of x != 0; over a whole tensor with known bounds, answered on the host."""
     from .factory import cast, full_handle
     if d is None and not keepdim and (known := _known_all_any(x, want_all)) is not None:
-        graphs.host_decision(x, "all_any", f"aten.{'all' if want_all else 'any'} (= {known}, from values known "
+        capture.host_decision(x, "all_any", f"aten.{'all' if want_all else 'any'} (= {known}, from values known "
                                             f"on the host)")
         return full_handle((), known, torch.bool, x.index)
     return _reduce("min" if want_all else "max", cast(x, torch.bool), d, keepdim, torch.bool)
@@ -68,17 +68,17 @@ def _all_or_any(x, d, keepdim, want_all: bool):
 @lowering(aten.all.default, aten.all.dim, aten.all.dims, ttnn=["ne", "min"], needs=TILE,
           notes="a device-side min over (x != 0); over the whole of an uploaded integer/bool tensor (a "
                 "mask), answered from its known bounds without a device read")
-def all_(x, d=None, keepdim=False):
+def all(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=True)
 
 
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
-def any_(x, d=None, keepdim=False):
+def any(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=False)
 
 
 @lowering(aten.sum.default, aten.sum.dim_IntList, ttnn=["sum"], needs=TILE)
-def sum_(x, d=None, keepdim=False, *, dtype=None):
+def sum(x, d=None, keepdim=False, *, dtype=None):
     out_dtype = dtype or (torch.int64 if x.dtype == torch.bool or not x.dtype.is_floating_point else x.dtype)
     return _reduce("sum", x, d, keepdim, out_dtype)
 

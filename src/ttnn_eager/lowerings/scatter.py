@@ -22,11 +22,11 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import ANY, TILE
-from ..registry import Unfit, lowering
-from ._common import device_mismatch, dim, is_handle
+from ..core import layout as policy
+from ..core.layout import ANY, TILE
+from ..core.registry import Unfit, device_mismatch, lowering
+from ..device import api
+from ._common import dim, is_handle
 from .indexing import device_indices, flat_rows
 from .views import expand, permute_handle, reshape, scatter_along, slice_handle
 
@@ -110,11 +110,11 @@ def _put_mask(x: api.Handle, mask: api.Handle, values: api.Handle, accumulate: b
 
 def _count(mask: api.Handle) -> int:
     """How many elements of a bool mask are set: from its known bounds, else read from the device."""
-    from .reduction import sum_
+    from .reduction import sum as reduce_sum
     b = mask.bounds
     if b is not None and b[2] and b[0] == b[1]:
         return mask.shape.numel() if b[0] else 0
-    return int(api.download(sum_(policy.ensure(mask, TILE))).item())
+    return int(api.download(reduce_sum(policy.ensure(mask, TILE))).item())
 
 
 def _spread(x: api.Handle, full_mask: api.Handle, source: api.Handle) -> api.Handle:
@@ -224,7 +224,7 @@ _CACHE_DTYPES = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)  # what ttnn.update_c
 
 def _cache_row(x, d, index, source) -> int | None:
     """The cache position index_copy_ writes, when ttnn.update_cache can write it in place: x a base tensor
-    [users <= 32, heads, length, dim] in TILE that no other tensor shares (device_api.sole_owner), d = 2, one
+    [users <= 32, heads, length, dim] in TILE that no other tensor shares (device.api.sole_owner), d = 2, one
     position known on the host (the index's bounds: transformers' StaticLayer computes it as
     arange + cumulative_length, both known), source [users, heads, 1, dim] of x's dtype. Else None."""
     if (len(x.shape) != 4 or dim(d, 4) != 2 or index.shape.numel() != 1 or x.source is not None

@@ -15,14 +15,16 @@ Integer inputs of argmax/topk/sort are Unfit (ttnn takes floating inputs only) a
 """
 from __future__ import annotations
 
+import builtins  # max and min are lowerings' names in this module
+
 import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import ANY, PROMOTE, TILE, TILE_FLOAT
-from ..registry import Unfit, lowering
+from ..core import layout as policy
+from ..core.layout import ANY, PROMOTE, TILE, TILE_FLOAT
+from ..core.registry import Unfit, lowering
+from ..device import api
 from ._common import dim
 from .reduction import _reduce
 from .views import reshape
@@ -39,7 +41,7 @@ def _indices(h: api.Handle, size: int) -> api.Handle:
     """An index result of ttnn (uint16/uint32, any layout) as the policy stores int64 indices: uint32 TILE."""
     out = policy.as_integer(h, api.UINT32)
     out.dtype = torch.int64
-    out.bounds = (0, max(size - 1, 0), False)
+    out.bounds = (0, builtins.max(size - 1, 0), False)
     return out
 
 
@@ -77,7 +79,7 @@ def argmin(x, d=None, keepdim=False):
 
 
 @lowering(aten.max.default, ttnn=["max"], needs=TILE, notes="the whole tensor (e.g. a stopping check)")
-def max_(x):
+def max(x):
     if not x.shape.numel():
         raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
                            "Specify the reduction dim with the 'dim' argument.")
@@ -85,7 +87,7 @@ def max_(x):
 
 
 @lowering(aten.min.default, ttnn=["min"], needs=TILE, notes="the whole tensor")
-def min_(x):
+def min(x):
     if not x.shape.numel():
         raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. "
                            "Specify the reduction dim with the 'dim' argument.")
@@ -184,7 +186,7 @@ def index_select(x, d, index):
     from .indexing import index as index_rows
     from .views import permute_handle
     n = len(x.shape)
-    d = dim(d, max(n, 1))
+    d = dim(d, builtins.max(n, 1))
     if len(index.shape) > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if n == 0 or not x.dtype.is_floating_point and x.dtype != torch.bool:

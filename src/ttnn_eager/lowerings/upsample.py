@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..layout import TILE
-from ..registry import Unfit, lowering
+from ..core.layout import TILE
+from ..core.registry import Unfit, lowering
 from .views import expand, reshape
 
 aten = torch.ops.aten

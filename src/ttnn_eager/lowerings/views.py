@@ -14,10 +14,10 @@ import math
 
 import torch
 
-from .. import device_api as api
-from .. import layout as policy
-from ..layout import ANY, PROMOTE, TILE
-from ..registry import lowering
+from ..core import layout as policy
+from ..core.layout import ANY, PROMOTE, TILE
+from ..core.registry import inverse_of, lowering
+from ..device import api
 from ._common import contiguous_shape, dim
 
 aten = torch.ops.aten
@@ -287,32 +287,6 @@ def _diagonal_columns(band: api.Handle, c0: int) -> api.Handle:
 
 # ----------------------------------------------------------------------------------------------- writes
 # Note [writes through views]
-# A view with its own device tensor remembers how it derives from its base (dispatch._finish records the view
-# lowering and its arguments). A write into such a view is a write of its base: the view's new value is
-# scattered into the base by the view op's inverse below -- what PyTorch's functionalization does with
-# slice_scatter, select_scatter and diagonal_scatter -- and every other view of that base is re-derived from
-# it on its next use (dispatch.refresh). `expand` has no inverse: PyTorch refuses writes into an expanded
-# tensor (several of its elements are one memory location), and so does scatter_into.
-INVERSES: dict = {}  # view lowering -> inverse(base, value, *view_args, pos=None, **view_kwargs) -> new base
-
-
-def _inverse_of(*view_fns):
-    def register(fn):
-        for v in view_fns:
-            INVERSES[v] = fn
-        return fn
-    return register
-
-
-def scatter_into(view_fn, base: api.Handle, value: api.Handle, args, kwargs, pos) -> api.Handle:
-    """The new value of `base` after `value` is written into its view `view_fn(base, *args, **kwargs)[pos]`."""
-    inverse = INVERSES.get(view_fn)
-    if inverse is None:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                           "single memory location. Please clone() the tensor before performing the operation.")
-    return inverse(base, value, *args, pos=pos, **kwargs)
-
-
 def _inverse_permutation(dims, n: int) -> list:
     inverse = [0] * n
     for i, d in enumerate(dims):
@@ -320,54 +294,54 @@ def _inverse_permutation(dims, n: int) -> list:
     return inverse
 
 
-@_inverse_of(view, unsqueeze, squeeze)
+@inverse_of(view, unsqueeze, squeeze)
 def _reshape_back(base, value, *args, pos=None, **kwargs):
     return reshape(value, base.shape)
 
 
-@_inverse_of(permute)
+@inverse_of(permute)
 def _permute_back(base, value, dims, pos=None):
     return permute_handle(value, _inverse_permutation(dims, len(base.shape)))
 
 
-@_inverse_of(transpose)
+@inverse_of(transpose)
 def _transpose_back(base, value, dim0, dim1, pos=None):
     return transpose(value, dim0, dim1)
 
 
-@_inverse_of(t)
+@inverse_of(t)
 def _t_back(base, value, pos=None):
     return t(value)
 
 
-@_inverse_of(slice_op)
+@inverse_of(slice_op)
 def _slice_back(base, value, d=0, start=None, end=None, step=1, pos=None):
     return slice_scatter_handle(base, value, d, start, end, step)
 
 
-@_inverse_of(select)
+@inverse_of(select)
 def _select_back(base, value, d, index, pos=None):
     return select_scatter(base, value, d, index)
 
 
-@_inverse_of(split_with_sizes)
+@inverse_of(split_with_sizes)
 def _split_with_sizes_back(base, value, sizes, d=0, pos=None):
     start = sum(sizes[:pos])
     return slice_scatter_handle(base, value, d, start, start + sizes[pos])
 
 
-@_inverse_of(split)
+@inverse_of(split)
 def _split_back(base, value, split_size, d=0, pos=None):
     start = pos * split_size
     return slice_scatter_handle(base, value, d, start, start + value.shape[dim(d, len(base.shape))])
 
 
-@_inverse_of(unbind)
+@inverse_of(unbind)
 def _unbind_back(base, value, d=0, pos=None):
     return select_scatter(base, value, d, pos)
 
 
-@_inverse_of(diagonal)
+@inverse_of(diagonal)
 def _diagonal_back(base, value, offset=0, dim1=0, dim2=1, pos=None):
     return diagonal_scatter(base, value, offset, dim1, dim2)
 

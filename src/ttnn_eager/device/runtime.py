@@ -1,4 +1,5 @@
-"""Which device this process runs on: real hardware, or the real ttnn library on a mock device.
+"""Which device this process runs on: real hardware, or the real ttnn library on a mock device; and which of
+its devices is the current one (`ttnn` with no index).
 
 `TTNN_EAGER_DEVICE` selects it (read once, before ttnn is imported):
 
@@ -12,7 +13,8 @@
 A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
 no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
 probing PCIe, and builds kernels with a stand-in for the sfpi compiler. This module lays that rig out in a
-per-user cache directory (nothing in site-packages changes, nothing outside this package is read):
+per-user cache directory from the files in device/rig (nothing in site-packages changes, nothing outside
+this package is read):
 
     <cache>/mock-<ttnn version>/root/            symlinks to the ttnn package, except runtime/sfpi
     <cache>/mock-<ttnn version>/root/runtime/sfpi/compiler/bin/riscv-tt-elf-g++   the stand-in compiler
@@ -30,7 +32,7 @@ import stat
 import sys
 
 MODES = ("hardware", "mock-wormhole", "mock-blackhole", "mock-n300", "auto")
-_DESCRIPTORS = {  # mode -> (cluster descriptor shipped in ttnn_eager/mock, human name)
+_DESCRIPTORS = {  # mode -> (cluster descriptor shipped in device/rig, human name)
     "mock-wormhole": ("wormhole_N150.yaml", "Wormhole n150"),
     "mock-blackhole": ("blackhole_P150.yaml", "Blackhole p150"),
     "mock-n300": ("wormhole_N300.yaml", "Wormhole n300"),
@@ -49,6 +51,17 @@ class Runtime:
 
 
 _runtime: Runtime | None = None
+_current = 0  # the current device index: `ttnn` without an index (torch.ttnn.set_device)
+
+
+def current_device() -> int:
+    return _current
+
+
+def set_current_device(index: int) -> None:
+    """Make ttnn:<index> the current device (the caller has checked that it exists)."""
+    global _current
+    _current = index
 
 
 def hardware_present() -> bool:
@@ -137,10 +150,10 @@ def _prepare_mock(mode: str) -> None:
         if entry != "sfpi":
             _symlink(os.path.join(pkg, "runtime", entry), os.path.join(runtime_dir, entry))
     _symlink(os.path.join(rig, "sfpi"), os.path.join(runtime_dir, "sfpi"))
-    compiler = os.path.join(_HERE, "mock", "fake_sfpi_compiler.py")
+    compiler = os.path.join(_HERE, "rig", "fake_sfpi_compiler.py")
     _write_if_changed(os.path.join(bindir, "riscv-tt-elf-g++"),
                       f'#!/bin/sh\nexec "{sys.executable}" -S -E "{compiler}" "$@"\n',
                       0o755 | stat.S_IRUSR)
     os.environ["TT_METAL_RUNTIME_ROOT"] = root
-    os.environ["TT_METAL_MOCK_CLUSTER_DESC_PATH"] = os.path.join(_HERE, "mock", _DESCRIPTORS[mode][0])
+    os.environ["TT_METAL_MOCK_CLUSTER_DESC_PATH"] = os.path.join(_HERE, "rig", _DESCRIPTORS[mode][0])
     os.environ["TT_METAL_CACHE"] = os.path.join(rig, "jit") + os.sep

@@ -22,7 +22,7 @@ them, and any sample that converts to such a dtype, count as *refused*.
 
 `EXPECTED_FAILURES` is the one list of samples known to fail, each with its reason; tests/test_opinfo.py
 fails when a sample fails that is not listed, or a listed one passes; `ttnn-eager docs` lists them in
-docs/ops.md. `python -m ttnn_eager.opinfo` prints samples run / passed / refused per op family.
+docs/ops.md. `python -m ttnn_eager.tools.opinfo` prints samples run / passed / refused per op family.
 """
 from __future__ import annotations
 
@@ -106,8 +106,8 @@ def select() -> list:
 
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from .dispatch import REGISTRY
-    from .runtime import cache_dir
+    from ..lowerings import REGISTRY
+    from ..device.runtime import cache_dir
     key = hashlib.sha1(" ".join([torch.__version__, *sorted(map(str, REGISTRY))]).encode()).hexdigest()[:16]
     path = os.path.join(cache_dir(), f"opinfo-selection-{key}.json")
     try:
@@ -218,7 +218,7 @@ def _compare(out, ref, exact: bool, values: bool = True) -> str:
 def run_sample(op, sample) -> tuple:
     """(status, detail) of one sample: its result on ttnn:0 against the CPU's ("CPU fallback": a pass on
     which some aten op of the sample ran on the counted CPU fallback)."""
-    from . import config, counters
+    from .. import config, counters
     exact = op.name in COMPARISONS
     if not exact:
         sample = sample.transform(_bf16)
@@ -320,7 +320,7 @@ def failures_md() -> str:
     """The section of docs/ops.md listing every sample known to fail (EXPECTED_FAILURES) and why."""
     out = ["\n## OpInfo samples that fail\n\n",
            "PyTorch's OpInfo samples (`op_db`) run on `ttnn:0` against the CPU by tests/test_opinfo.py "
-           "(src/ttnn_eager/opinfo.py: which OpInfos, which dtypes, the tolerances). Samples that fail, and "
+           "(src/ttnn_eager/tools/opinfo.py: which OpInfos, which dtypes, the tolerances). Samples that fail, and "
            "why (the test fails when another sample fails, or one of these passes):\n\n"]
     if not EXPECTED_FAILURES:
         return "".join(out) + "None.\n"

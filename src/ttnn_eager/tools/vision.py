@@ -44,7 +44,7 @@ class _PeakMemory:
     not seen). Each read costs ~0.1 ms, so it is used for one measured forward only."""
 
     def __init__(self, index: int):
-        from . import device_api
+        from ..device import api as device_api
         self.index, self.read, self.peak = index, device_api.memory_allocated, 0
 
     def run(self, func, fn, args, kwargs):
@@ -54,13 +54,13 @@ class _PeakMemory:
         self.peak = max(self.peak, self.read(self.index))
 
     def __enter__(self):
-        from . import counters
+        from .. import counters
         self.saved, counters.profile = counters.profile, self
         self.peak = self.read(self.index)
         return self
 
     def __exit__(self, *exc):
-        from . import counters
+        from .. import counters
         counters.profile = self.saved
 
 
@@ -70,7 +70,7 @@ def compare(model: torch.nn.Module, x: torch.Tensor, device: str = "ttnn:0", for
     peak device memory is measured in one more forward."""
     import ttnn_eager
 
-    from . import device_api
+    from ..device import api as device_api
     with torch.no_grad():
         ref = copy.deepcopy(model).float()(x)
     index = torch.device(device).index or 0

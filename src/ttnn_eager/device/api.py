@@ -13,111 +13,41 @@ Everything the backend does on a device goes through these functions:
 
 and the results are `Handle`s: a ttnn tensor plus what PyTorch sees of it (torch dtype and shape).
 
-Shadow execution (mock devices). A mock device runs ttnn for real -- validation, program factories, the
-DRAM/L1 allocator -- but executes nothing, so downloading a result would give zeros. On a mock device each
-handle therefore also carries `shadow`: the torch tensor the device tensor would hold. `run` mirrors every
-ttnn call with TT-NN's own golden function (`ttnn.get_golden_function`), or with a reference from
-`REFERENCES` where ttnn has none, evaluated in float32 on the shadows and rounded to the output's device
-dtype (bfloat16 by `.to(torch.bfloat16)`, bfloat8_b through ttnn's own host conversion). On hardware
-`shadow` is None and the same code path downloads real values.
+Two backends, chosen once at import (BACKEND, at the end): the card (card.py: ttnn computes, results are
+read back, graphs become ttnn traces) and the mock device (mock.py: the real ttnn library with no hardware,
+whose values come from shadow execution: each Handle also carries `shadow`, the torch tensor its device
+tensor would hold, computed with TT-NN's golden functions). The verbs here call the backend through one
+interface -- `stored`, `value(s)`, `created`, `read`, `shadows_off` -- and never ask which one it is.
 
-Graph capture (graphs.py) hooks in here and nowhere else: while `recording` is set, `run`, `create` and
+Graph capture (features/graphs.py) hooks in here and nowhere else: while `recording` is set, `run`, `create` and
 `upload` report each call and its result handles to it, and `download`/`synchronize` (host syncs) are
 refused. The trace verbs at the end (begin_trace, ...) are the hardware replay path's ttnn calls.
 """
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import math
 import sys
 
 import torch
 
-from . import counters, numerics, runtime
+from .. import counters
+from .base import RUNTIME, Handle, _resolve, shape_of, ttnn  # noqa: F401  (the device API's names)
 
-RUNTIME = runtime.get()  # must come before `import ttnn`: it sets the variables ttnn reads
-import ttnn  # noqa: E402
-
-MOCK = RUNTIME.mock
-_shadowing = MOCK  # shadow execution on (see shadows_off)
 TILE = ttnn.TILE_LAYOUT
 ROW_MAJOR = ttnn.ROW_MAJOR_LAYOUT
 BFLOAT16, BFLOAT8_B, FLOAT32 = ttnn.bfloat16, ttnn.bfloat8_b, ttnn.float32
 INT32, UINT32 = ttnn.int32, ttnn.uint32
 TILE_SIZE = 32
 
-# How a device dtype is held on the host (shadow values, downloads).
-_HOST_DTYPE = {
-    ttnn.bfloat16: torch.bfloat16, ttnn.bfloat8_b: torch.bfloat16, ttnn.bfloat4_b: torch.bfloat16,
-    ttnn.float32: torch.float32, ttnn.int32: torch.int32, ttnn.uint32: torch.int64,
-    ttnn.uint16: torch.int32, ttnn.uint8: torch.int32,
-}
-_BLOCK_FLOAT = (ttnn.bfloat8_b, ttnn.bfloat4_b)
 _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32: 4, ttnn.bfloat8_b: 1.0625}
 # L1_SMALL: the per-core L1 region that sliding-window ops (conv2d, pooling: their halo configs) allocate
 # from. It is reserved when the device opens (0 B by default, and conv2d then stops in an allocator error);
 # TT-NN's CNN demos reserve 24-32 KiB.
 L1_SMALL_SIZE = 32768
 _PRECHECK_BYTES = 64 << 20  # constants from this size up are checked against free device memory first
-# Keyword arguments that steer how the device computes, not what: never passed to a golden function.
-_DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
-TRACE_REGION_BYTES = 256 << 20  # hardware: device memory set aside for captured ttnn traces (graphs.py)
 recording = None  # the graph capture under way (graphs._Recorder), if any
-
-
-class Handle:
-    """A device tensor and what PyTorch sees of it.
-
-    tt      the ttnn.Tensor (layout, device dtype, logical and padded shape are its own), or None for a
-            tensor created by torch.empty and not yet written
-    shadow  on a mock device: the value of `tt` as a torch tensor of its host dtype; else None
-    dtype   the torch dtype PyTorch sees (float32 may be stored as bfloat16: see layout.py)
-    shape   the torch shape PyTorch sees
-    index   the device index (`ttnn:<index>`)
-    bounds  (min, max, exact) of an integer or bool tensor's values when known without reading the device
-            (uploads, constants, and views of them), else None; exact: min and max both occur (not only
-            a range). Lets the embedding check token ids, and `mask.all()` be answered, with no device read
-    version, source   view bookkeeping (see dispatch.refresh)
-    root    when `tt` shares its device buffer with another ttnn tensor (ttnn returns its input's buffer
-            for a reshape that keeps the tiles, a no-op slice, permute, to_layout, ...): that buffer's first
-            tensor object, held so that its reference count counts every tensor on the buffer (see overwrite)
-    pinned  its tensor asked for a fixed device address (torch._dynamo.mark_static_address, as transformers'
-            StaticCache does): in-place writes keep its buffer (dispatch.write, overwrite)
-    """
-
-    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "pinned",
-                 "__weakref__")
-
-    def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
-        self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
-        self.shape = shape if type(shape) is torch.Size else torch.Size(shape)
-        self.bounds = bounds  # (min, max, exact) of integer/bool values when known from the host, else None
-        self.version = 0      # bumped by every in-place write
-        self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
-        self.root = None      # the tensor object whose buffer `tt` shares, if any
-        self.pinned = False   # in-place writes keep the device buffer
-
-    def assign(self, other: "Handle") -> None:
-        """This handle now holds other's value: its device tensor, shadow and known value bounds."""
-        self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
-
-    @property
-    def layout(self):
-        return self.tt.layout
-
-    @property
-    def tt_dtype(self):
-        return self.tt.dtype
-
-    @property
-    def padded_shape(self):
-        return tuple(self.tt.padded_shape)
-
-    def __repr__(self):
-        where = "unwritten" if self.tt is None else f"{self.tt.layout}, {self.tt.dtype}, padded {self.padded_shape}"
-        return f"Handle(ttnn:{self.index}, {tuple(self.shape)}, {self.dtype}, {where})"
 
 
 # ----------------------------------------------------------------------------------------------- devices
@@ -125,9 +55,7 @@ _devices: dict = {}
 
 
 def device_count() -> int:
-    if MOCK:
-        return 2 if RUNTIME.mode == "mock-n300" else 1
-    return ttnn.GetNumAvailableDevices()
+    return BACKEND.device_count()
 
 
 def check_index(index: int) -> None:
@@ -141,9 +69,8 @@ def device(index: int):
     dev = _devices.get(index)
     if dev is None:
         check_index(index)
-        # a card gets a trace region for graph replay (graphs.py); a mock device is opened as it always was
-        extra = {} if MOCK else {"trace_region_size": TRACE_REGION_BYTES}
-        dev = _devices[index] = ttnn.open_device(device_id=index, l1_small_size=L1_SMALL_SIZE, **extra)
+        dev = _devices[index] = ttnn.open_device(device_id=index, l1_small_size=L1_SMALL_SIZE,
+                                                 **BACKEND.open_options())
     return dev
 
 
@@ -152,9 +79,7 @@ def is_open(index: int) -> bool:
 
 
 def device_name(index: int) -> str:
-    if MOCK:
-        return f"{RUNTIME.board} (mock)"
-    return f"{ttnn.get_arch_name()} (device {index})"
+    return BACKEND.device_name(index)
 
 
 def arch_name() -> str:
@@ -196,7 +121,7 @@ def _close_all() -> None:
         if type(obj) is Handle:
             obj.tt = obj.shadow = None
     _resolve.cache_clear()
-    _reference.cache_clear()
+    BACKEND.release()
     gc.collect()
     for index in sorted(_devices, reverse=True):  # remote chips before the MMIO chip that serves them
         dev = _devices.pop(index)
@@ -207,36 +132,6 @@ def _close_all() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- values
-def host_dtype(tt_dtype) -> torch.dtype:
-    return _HOST_DTYPE[tt_dtype]
-
-
-def _round(value: torch.Tensor, tt_dtype) -> torch.Tensor:
-    """What the device holds after storing `value` as `tt_dtype`."""
-    if tt_dtype in _BLOCK_FLOAT:  # shared-exponent blocks: let ttnn's own host conversion do the packing
-        packed = ttnn.from_torch(value.float(), dtype=tt_dtype, layout=TILE)
-        return ttnn.to_torch(packed).to(torch.bfloat16).reshape(value.shape)
-    target = _HOST_DTYPE[tt_dtype]
-    if not target.is_floating_point and value.is_floating_point():
-        value = value.round()
-    return value.to(target)
-
-
-class _Unknown(Exception):
-    """An input's value is unknown (made with shadows off): so is the result's."""
-
-
-def _golden_input(x):
-    if isinstance(x, Handle):
-        s = x.shadow
-        if s is None:
-            raise _Unknown
-        return s.float() if s.dtype == torch.bfloat16 else s
-    if isinstance(x, (list, tuple)):
-        return type(x)(_golden_input(y) for y in x)
-    return x
-
-
 def _unwrap(x):
     """A ttnn call's argument: Handles become their ttnn tensors, also a list of Handles (concat's inputs);
     other lists (shapes, dims) are passed as they are."""
@@ -254,141 +149,6 @@ def _first_handle(args):
         if type(a) is list and a and type(a[0]) is Handle:
             return a[0]
     return None
-
-
-def shape_of(tt) -> torch.Size:
-    """A ttnn tensor's logical shape as a torch.Size (indexing ttnn.Shape is ~4x faster than iterating it)."""
-    s = tt.shape
-    return torch.Size([s[i] for i in range(len(s))])
-
-
-@functools.lru_cache(maxsize=None)
-def _resolve(op: str):
-    fn = ttnn
-    for part in op.split("."):
-        fn = getattr(fn, part)
-    return fn
-
-
-@functools.lru_cache(maxsize=None)
-def _reference(op: str):
-    ref = REFERENCES.get(op)
-    if ref is not None:
-        return ref
-    try:
-        return ttnn.get_golden_function(_resolve(op))
-    except Exception as e:  # pragma: no cover - every op we use has one or a reference
-        raise NotImplementedError(f"ttnn.{op} has no golden function and no reference in device_api.REFERENCES") from e
-
-
-def _typecast_ref(x, dtype, **_):
-    return x
-
-
-def _to_layout_ref(x, *_, **__):
-    return x
-
-
-def _linear_ref(a, b, transpose_a=False, transpose_b=False, *, bias=None, activation=None, **_):
-    # ttnn 0.81.1's linear golden tests `len(bias) == 2` (meaning a 2-D bias) and so rejects a 1-D bias of
-    # two features (BertForQuestionAnswering's start/end logits).
-    if transpose_a:
-        a = a.transpose(-1, -2)
-    if transpose_b:
-        b = b.transpose(-1, -2)
-    out = a @ b
-    if bias is not None:
-        out = out + bias.reshape(-1)
-    if activation is not None:
-        from ttnn.operations.activations import get_golden_function_for_activation
-        out = get_golden_function_for_activation(activation)(out)
-    return out
-
-
-def _nhwc_to_nchw(x, batch_size, input_h, input_w, channels):
-    return x.reshape(batch_size, input_h, input_w, -1)[..., :channels].permute(0, 3, 1, 2)
-
-
-def _nchw_to_flat(x):  # [N, C, H, W] -> [1, 1, N*H*W, C]: how TT-NN's sliding-window ops return results
-    n, c, h, w = x.shape
-    return x.permute(0, 2, 3, 1).reshape(1, 1, n * h * w, c)
-
-
-def _pool_padding(padding):
-    """[pad_h, pad_w] or [top, bottom, left, right] as F.pad's (left, right, top, bottom)."""
-    if len(padding) == 2:
-        return (padding[1], padding[1], padding[0], padding[0])
-    return (padding[2], padding[3], padding[0], padding[1])
-
-
-def _max_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,
-                    ceil_mode=False, return_indices=False, **_):
-    # (ttnn's golden imports a module of tt-metal's test tree that the wheel does not ship)
-    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
-    pad = _pool_padding(padding)
-    if pad[0] != pad[1] or pad[2] != pad[3]:
-        x, pad = torch.nn.functional.pad(x, pad, value=-math.inf), (0, 0, 0, 0)
-    out, indices = torch.nn.functional.max_pool2d(x, kernel_size, stride, (pad[2], pad[0]), dilation, ceil_mode,
-                                                  return_indices=True)
-    return (_nchw_to_flat(out), _nchw_to_flat(indices)) if return_indices else _nchw_to_flat(out)
-
-
-def _avg_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, ceil_mode=False,
-                    count_include_pad=True, divisor_override=None, **_):
-    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
-    pad = _pool_padding(padding)
-    symmetric = pad[0] == pad[1] and pad[2] == pad[3]
-    out = torch.nn.functional.avg_pool2d(x, kernel_size, stride, (pad[2], pad[0]) if symmetric else 0, ceil_mode,
-                                         count_include_pad, divisor_override)
-    return _nchw_to_flat(out)
-
-
-def _conv_transpose2d_ref(input_tensor, weight_tensor, in_channels, out_channels, batch_size, input_height,
-                          input_width, kernel_size, stride, padding, output_padding=(0, 0), dilation=(1, 1),
-                          groups=1, bias_tensor=None, **_):
-    # (ttnn has no golden for conv_transpose2d) weight_tensor: PyTorch's [in, out / groups, kh, kw]
-    x = _nhwc_to_nchw(input_tensor, batch_size, input_height, input_width, in_channels)
-    bias = bias_tensor.reshape(-1) if bias_tensor is not None else None
-    out = torch.nn.functional.conv_transpose2d(x, weight_tensor.float(), bias, stride, padding, output_padding,
-                                               groups, dilation)
-    return _nchw_to_flat(out)
-
-
-def _adaptive_avg_pool2d_ref(x, batch_size, input_h, input_w, channels, output_size, **_):
-    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
-    return _nchw_to_flat(torch.nn.functional.adaptive_avg_pool2d(x, output_size))
-
-
-def _rand_ref(shape, dtype=None, low=0.0, high=1.0, seed=0, **_):
-    # ttnn.rand on a card uses its own generator; the mock's stand-in is a torch generator under the same
-    # seed: the same seed gives the same values (reproducible), not the card's bits
-    g = torch.Generator().manual_seed(int(seed))
-    return torch.rand(tuple(shape), generator=g) * (high - low) + low
-
-
-# References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
-# float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
-def _update_cache_ref(cache, x, update_idx, batch_offset=0, **_):
-    """ttnn.update_cache: row `update_idx` of every user's cache (dim 2) from x [1, heads, users, dim] (the
-    golden function writes into its argument, which may be shared: this one does not)."""
-    out = cache.clone()
-    out[:, :, update_idx, :] = x[0, :, batch_offset:batch_offset + cache.shape[0], :].transpose(0, 1)
-    return out
-
-
-REFERENCES = {
-    "update_cache": _update_cache_ref,
-    "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
-    "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value
-    "tilize": _to_layout_ref,
-    "untilize": _to_layout_ref,
-    "linear": _linear_ref,
-    "max_pool2d": _max_pool2d_ref,
-    "avg_pool2d": _avg_pool2d_ref,
-    "adaptive_avg_pool2d": _adaptive_avg_pool2d_ref,
-    "conv_transpose2d": _conv_transpose2d_ref,
-    "rand": _rand_ref,
-}
 
 
 # ----------------------------------------------------------------------------------------------- errors
@@ -455,8 +215,7 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
     with _OutOfMemoryGuard(index, f"a {tuple(value.shape)} tensor from the host"):
         tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
-    shadow = _round(src, tt_dtype) if MOCK else None  # an upload's value is known, shadows off or on
-    h = Handle(tt, shadow, dtype or value.dtype, value.shape, index, bounds)
+    h = Handle(tt, BACKEND.stored(src, tt_dtype), dtype or value.dtype, value.shape, index, bounds)
     if recording is not None:
         recording.on_upload(h)
     return h
@@ -471,17 +230,7 @@ def download(h: Handle) -> torch.Tensor:
         return torch.zeros(h.shape, dtype=h.dtype)
     if not h.shape.numel():  # nothing to read
         return torch.empty(h.shape, dtype=h.dtype)
-    if MOCK:
-        # The value is the shadow's. The device is not read: on a mock device ttnn.to_torch returns zeros,
-        # and late in a long session it was seen to block forever (the test suite hung in it twice).
-        if h.shadow is None:
-            raise RuntimeError("ttnn_eager: the value of this tensor is unknown: it was computed on the mock "
-                               "device with shadow execution off (device_api.shadows_off, for host-time "
-                               "benchmarks only)")
-        value = h.shadow
-    else:
-        value = ttnn.to_torch(h.tt)
-    return value.reshape(h.shape).to(h.dtype)
+    return BACKEND.read(h).reshape(h.shape).to(h.dtype)
 
 
 _ONE = torch.Size([1])
@@ -506,14 +255,14 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     _count(op)
     dtype = out_dtype or first.dtype
     if not isinstance(out, (list, tuple)):
-        value = shadow(op, args, kwargs, (out,))[0] if _shadowing else None
+        value = BACKEND.value(op, args, kwargs, out)
         shape = shape_of(out)
         if not first.shape and shape == _ONE:  # a 0-d tensor is [1] to some ttnn ops: its result stays 0-d
             shape = first.shape
         result = Handle(out, value, dtype, shape, first.index)
         result.root = _shared_buffer(out, args)
     else:
-        values = shadow(op, args, kwargs, out) if _shadowing else [None] * len(out)
+        values = BACKEND.values(op, args, kwargs, out)
         result = [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
         for r in result:
             r.root = _shared_buffer(r.tt, args)
@@ -575,8 +324,7 @@ def update_in_place(op: str, dst: Handle, *args, **kwargs) -> Handle:
     targs = [a.tt if type(a) is Handle else a for a in args]
     _resolve(op)(dst.tt, *targs, **kwargs)
     _count(op)
-    if _shadowing:
-        dst.shadow = shadow(op, (dst, *args), kwargs, (dst.tt,))[0]
+    dst.shadow = BACKEND.value(op, (dst, *args), kwargs, dst.tt)
     dst.bounds = None
     return dst
 
@@ -597,32 +345,6 @@ def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:
     return Handle(out, held, source.dtype, shape or source.shape, source.index)
 
 
-def shadow(op: str, args, kwargs, outs) -> list:
-    """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows:
-    the hardware numerics model for the call's compute-kernel config where numerics.py has one, else the
-    golden function (or REFERENCES) in float32; then rounded to the output's device dtype."""
-    try:
-        gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
-        gargs = _golden_input(args)
-    except _Unknown:
-        return [None] * len(outs)
-    ref = (numerics.reference(op, kwargs.get("compute_kernel_config")) or _reference(op))(*gargs, **gkwargs)
-    refs = ref if isinstance(ref, (list, tuple)) else (ref,)
-    return [_round(r.reshape(shape_of(o)), o.dtype) for r, o in zip(refs, outs)]
-
-
-@contextlib.contextmanager
-def shadows_off():
-    """Benchmarks only: within this block a mock device runs as hardware does, with no shadow execution, so
-    host time is measured without the CPU stand-in's work (and its cache traffic). The values of the results
-    of ttnn ops run inside (and of anything later computed from them) are unknown: downloading one raises."""
-    global _shadowing
-    saved, _shadowing = _shadowing, False
-    try:
-        yield
-    finally:
-        _shadowing = saved
-
 
 def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtype, **kwargs) -> Handle:
     """A factory op on the device (`full`, `zeros`, `arange`, ...): `ttnn.<op>(*args, dtype, layout, device,
@@ -638,11 +360,7 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
     with _OutOfMemoryGuard(index, what):
         out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
     _count(op)
-    shadow = None
-    if _shadowing:
-        ref = _reference(op)(*args, dtype=tt_dtype, **kwargs)
-        shadow = _round(ref.reshape(shape_of(out)), out.dtype)
-    h = Handle(out, shadow, dtype, shape_of(out), index)
+    h = Handle(out, BACKEND.created(op, args, tt_dtype, kwargs, out), dtype, shape_of(out), index)
     if recording is not None:
         recording.on_create(op, args, tt_dtype, layout, kwargs, h)
     return h
@@ -672,9 +390,15 @@ def compute_kernel_config(index: int, math_fidelity: str, fp32_dest_acc: bool, m
         math_approx_mode=math_approx, fp32_dest_acc_en=fp32_dest_acc, packer_l1_acc=False)
 
 
+def shadows_off():
+    """Benchmarks only: a block run as hardware runs, with no shadow execution on a mock device (mock.py);
+    nothing changes on a card."""
+    return BACKEND.shadows_off()
+
+
 # ----------------------------------------------------------------------------------------------- traces
-# The hardware replay path of graphs.py (a card only: on a mock device end_trace_capture crashes inside
-# tt-metal, so graphs.py never calls these there).
+# The hardware replay path of features/graphs.py (a card only, BACKEND.traces: on a mock device
+# end_trace_capture crashes inside tt-metal, so graphs never calls these there).
 def begin_trace(index: int):
     return ttnn.begin_trace_capture(device(index), cq_id=0)
 
@@ -696,3 +420,11 @@ def copy_into(src_tt, dst_tt) -> None:
     """Device-to-device copy of src_tt's values into the existing buffer of dst_tt (a trace's input)."""
     ttnn.copy(src_tt, dst_tt)
     _count("copy")
+
+
+# ----------------------------------------------------------------------------------------------- the backend
+# Chosen once, here: the card, or the mock device with shadow execution. Everything above calls it through
+# the same interface (card.py, mock.py), so no verb asks which one it is.
+from . import card, mock  # noqa: E402  (after the verbs: nothing above needs them at import)
+
+BACKEND = (mock.Mock if RUNTIME.mock else card.Card)(RUNTIME)

@@ -1,7 +1,7 @@
 """TtnnTensor: the torch.Tensor of a `ttnn:N` device.
 
 A wrapper subclass (`torch.Tensor._make_wrapper_subclass`): PyTorch keeps the metadata (shape, dtype,
-device `ttnn:N`, requires_grad), the Python object keeps `_handle`, the device tensor (device_api.Handle).
+device `ttnn:N`, requires_grad), the Python object keeps `_handle`, the device tensor (device.api.Handle).
 Its dispatch keys are PrivateUse1 (renamed `ttnn`), Python and the autograd keys, so autograd and
 CompositeImplicitAutograd decompositions run above us and every remaining aten op reaches
 `__torch_dispatch__` -> dispatch.dispatch. The device buffer is freed when the last TtnnTensor holding
@@ -38,7 +38,7 @@ class TtnnTensor(torch.Tensor):
         return _dispatch.dispatch(func, args, kwargs or _NO_KWARGS)
 
     def __repr__(self, *, tensor_contents=None):
-        from . import device_api
+        from ..device import api as device_api
         from .dispatch import refresh
         value = device_api.download(refresh(self._handle))
         contents = torch._tensor_str._tensor_str(value, len("tensor("))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import time
 
-from . import counters
+from .. import counters
 
 
 class _Row:
@@ -64,11 +64,12 @@ class Report:
     # -- results
     @staticmethod
     def family(func) -> str:
-        from .dispatch import REGISTRY, _functional_of
+        from ..core.dispatch import functional_of
+        from ..core.registry import REGISTRY
         entry = REGISTRY.get(func)
         if entry is not None:
             return entry.fn.__module__.rsplit(".", 1)[-1]
-        return "in-place" if _functional_of(func) is not None else "fallback"
+        return "in-place" if functional_of(func) is not None else "fallback"
 
     def as_dict(self) -> dict:
         total = sum(r.seconds for r in self.rows.values()) or 1.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 
-from . import counters
+from .. import counters
 
 
 class OpRecord:

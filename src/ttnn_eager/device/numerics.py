@@ -1,6 +1,6 @@
 """The hardware numerics model of the shadow: what a Tensix core computes for the compute-kernel config in use.
 
-Shadow execution (device_api.shadow) evaluates TT-NN's golden functions in float32. For the ops that run on
+Shadow execution (device/mock.py) evaluates TT-NN's golden functions in float32. For the ops that run on
 the matrix engine (FPU) with a compute-kernel config -- matmul, linear and the two products inside
 scaled_dot_product_attention -- this module instead computes what the published documents say the hardware
 computes, with `configure(shadow_numerics="hardware")` (the default); `"exact"` keeps the float32 golden
@@ -36,7 +36,7 @@ The model, per product `a @ b` (ttnn.matmul(a, b): a is in0, b is in1):
     Dst accumulates in float32 (the order of float32 additions is not modelled: MVMUL.md says its model
     is "a rough guide", "precision could be either lower or higher").
   * linear's bias is added in Dst (rounded to its format) and its activation, if any, is computed in float32.
-  * The result is then stored in the output's dtype by device_api._round (bfloat16, or bfloat8_b through
+  * The result is then stored in the output's dtype by mock._round (bfloat16, or bfloat8_b through
     ttnn's own conversion), as for every op.
   * scaled_dot_product_attention: Q @ K^T and P @ V are modelled as above; the scale, mask and softmax
     between them in float32, P entering the second product as a SrcB operand (at most TF32).
@@ -62,8 +62,8 @@ import math
 
 import torch
 
-from . import config
-from .config import FIDELITIES  # ("LoFi", "HiFi2", "HiFi3", "HiFi4")
+from .. import config
+from ..config import FIDELITIES  # ("LoFi", "HiFi2", "HiFi3", "HiFi4")
 
 PHASES = {"LoFi": (0,), "HiFi2": (0, 1), "HiFi3": (0, 1, 2), "HiFi4": (0, 1, 2, 3)}
 MODES = ("hardware", "exact")

@@ -100,3 +100,37 @@ def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices:
             REGISTRY[op] = BY_ID[id(op)] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
         return fn
     return register
+
+
+def device_mismatch(a, b) -> RuntimeError:
+    """PyTorch's error for tensors of two devices in one op (a, b: devices, or ttnn device indices)."""
+    a, b = (f"ttnn:{d}" if isinstance(d, int) else str(d) for d in (a, b))
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+
+
+# Note [writes through views]
+# A view with its own device tensor remembers how it derives from its base (dispatch._finish records the view
+# lowering and its arguments). A write into such a view is a write of its base: the view's new value is
+# scattered into the base by the view op's inverse below -- what PyTorch's functionalization does with
+# slice_scatter, select_scatter and diagonal_scatter -- and every other view of that base is re-derived from
+# it on its next use (dispatch.refresh). `expand` has no inverse: PyTorch refuses writes into an expanded
+# tensor (several of its elements are one memory location), and so does scatter_into.
+INVERSES: dict = {}  # view lowering -> inverse(base, value, *view_args, pos=None, **view_kwargs) -> new base
+
+
+def inverse_of(*view_fns):
+    """Register the decorated function as the inverse of the view lowerings `view_fns` (lowerings/views.py)."""
+    def register(fn):
+        for v in view_fns:
+            INVERSES[v] = fn
+        return fn
+    return register
+
+
+def scatter_into(view_fn, base, value, args, kwargs, pos):
+    """The new value of `base` after `value` is written into its view `view_fn(base, *args, **kwargs)[pos]`."""
+    inverse = INVERSES.get(view_fn)
+    if inverse is None:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    return inverse(base, value, *args, pos=pos, **kwargs)

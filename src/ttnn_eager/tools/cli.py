@@ -58,7 +58,7 @@ def _configure_numerics(args) -> None:
 
 def cmd_bert(args) -> int:
     import torch
-    from ttnn_eager import bert
+    from . import bert
 
     _configure_numerics(args)
     model, source = bert.load_bert(args.model, args.attn, layers=args.layers)
@@ -91,7 +91,7 @@ def cmd_bert(args) -> int:
 def cmd_ops(args) -> int:
     import torch
     import ttnn_eager
-    from ttnn_eager import bert
+    from . import bert
 
     model, source = bert.load_bert(args.model, args.attn)
     model.to("ttnn:0")
@@ -122,7 +122,7 @@ def load_for_task(name_or_path, task: str, attn: str):
     random weights."""
     import torch
     import transformers
-    from ttnn_eager import bert
+    from . import bert
     auto = getattr(transformers, TASKS[task])
     if name_or_path:
         model = auto.from_pretrained(name_or_path, local_files_only=True, attn_implementation=attn)
@@ -135,7 +135,7 @@ def load_for_task(name_or_path, task: str, attn: str):
 def cmd_report(args) -> int:
     import torch
     import ttnn_eager
-    from ttnn_eager import bert
+    from . import bert
 
     model, source = load_for_task(args.model, args.task, args.attn)
     model.to("ttnn:0")
@@ -158,7 +158,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from ttnn_eager import sweep, validate
+    from . import sweep, validate
     _configure_numerics(args)
     attns = ("sdpa", "eager") if args.attn == "both" else (args.attn,)
     dims = None if args.no_sweep else sweep.bert_large(args.batch, args.sweep_scale)
@@ -174,7 +174,7 @@ def _prompt_ids(text: str | None, tokenizer, vocab: int):
     """The prompt as token ids: text through the model's tokenizer, else integers ("12 7 99" or "12,7,99");
     none given: 8 seeded random ids."""
     import torch
-    from ttnn_eager import models
+    from . import models
     if text is None:
         return models.prompt_ids(vocab), None
     if tokenizer is not None:
@@ -191,7 +191,7 @@ def _prompt_ids(text: str | None, tokenizer, vocab: int):
 
 def cmd_generate(args) -> int:
     import ttnn_eager
-    from ttnn_eager import models
+    from . import models
 
     ttnn_eager.configure(float32_storage=args.float32_storage)
     try:
@@ -240,10 +240,10 @@ def cmd_generate(args) -> int:
 
 
 def cmd_docs(args) -> int:
-    from ttnn_eager import docs
+    from . import docs
     if args.models:  # measured, so slow (minutes): only on request
         import os
-        from ttnn_eager import models
+        from . import models
         models.write_doc(os.path.join(docs.DOCS, "models.md"))
         return 0
     stale = docs.write_all(check=args.check)
@@ -257,7 +257,7 @@ def cmd_vision(args) -> int:
     import contextlib
 
     import ttnn_eager
-    from ttnn_eager import vision
+    from . import vision
 
     model = vision.load(args.model)
     x = vision.make_input(args.batch, args.size)
@@ -286,7 +286,7 @@ def cmd_modules(args) -> int:
     import json
     import warnings
 
-    from ttnn_eager import docs, modules_check
+    from . import docs, modules_check
     warnings.simplefilter("ignore")
     results = modules_check.run(max_samples=args.max_samples)
     modules_check.write(results, args.max_samples)

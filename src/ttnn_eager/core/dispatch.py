@@ -8,7 +8,7 @@
          ("Expected all tensors to be on the same device ...")
       3. in-place (`add_`) and out= (`add.out`) ops with no lowering of their own run their functional op's
          lowering and write the result into the tensor PyTorch hands back
-      4. an op whose PyTorch decomposition is allowlisted (decompositions.py) is decomposed into lowered ops
+      4. an op whose PyTorch decomposition is allowlisted (core/decompositions.py) is decomposed into lowered ops
       5. anything else runs on the CPU fallback: inputs downloaded, the op run by PyTorch on the CPU, outputs
          uploaded (in-place and out= semantics kept); warned once per op, counted in `fallbacks`; in strict
          mode an error naming the op instead.
@@ -16,7 +16,11 @@
 Views: TT-NN tensors have no strides, so a view whose shape differs from its base gets its own device
 tensor. Its handle remembers how it was derived (`_finish`); when the base has been written in place
 since, the view is re-derived before use (`refresh`), and a write through the view is scattered into the
-base (`write`, with the view op's inverse from lowerings/views.py), as PyTorch's functionalization does.
+base (`write`, with the view op's inverse registered beside its lowering: registry.inverse_of), as PyTorch's
+functionalization does.
+
+The lowerings themselves are plug-ins: this module only looks them up (registry.REGISTRY); importing the
+`lowerings` package fills the registry (the package root does it before the first op reaches us).
 """
 from __future__ import annotations
 
@@ -27,11 +31,11 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from . import config, counters, decompositions
-from . import device_api as api
-from . import layout
-from . import lowerings  # noqa: F401  (registers every lowering)
-from .registry import BY_ID, REGISTRY, Unfit, output_aliases as _aliases
+from .. import config, counters
+from ..device import api, runtime
+from . import capture, decompositions, layout
+from .registry import BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, scatter_into
+from .registry import output_aliases as _aliases
 from .tensor import TtnnTensor
 
 aten = torch.ops.aten
@@ -53,9 +57,6 @@ def _get(args, kwargs, where, name):
     return kwargs.get(name)
 
 
-_device_error = lowerings._common.device_mismatch
-
-
 class _Call:
     """Turns one call's arguments into what a lowering receives."""
 
@@ -72,7 +73,7 @@ class _Call:
                 refresh(h)
             if h.index != self.index:
                 if self.index is not None:
-                    raise _device_error(f"ttnn:{self.index}", f"ttnn:{h.index}")
+                    raise device_mismatch(f"ttnn:{self.index}", f"ttnn:{h.index}")
                 self.index = h.index
             if need is None:
                 return h
@@ -86,7 +87,7 @@ class _Call:
             if a.dim() == 0 and a.device.type == "cpu":
                 return a.item()  # PyTorch lets 0-d CPU tensors mix with any device
             first = f"ttnn:{self.index}" if self.index is not None else "ttnn:0"
-            raise _device_error(first, str(a.device))
+            raise device_mismatch(first, str(a.device))
         if type(a) in (list, tuple):
             return type(a)(self.arg(x, need) for x in a)
         return a
@@ -142,23 +143,23 @@ def write_into(target: TtnnTensor, h: api.Handle) -> TtnnTensor:
 
 def write(dst: api.Handle, h: api.Handle) -> None:
     """dst now holds h's value. When dst is a view with its own device tensor, the write reaches its base --
-    the view's new value scattered into the base (views.scatter_into), recursively for a view of a view --
-    and every other view of that base sees it (refresh). Note [writes through views] in lowerings/views.py.
+    the view's new value scattered into the base (registry.scatter_into), recursively for a view of a view --
+    and every other view of that base sees it (refresh). Note [writes through views] in registry.py.
 
     A base normally takes h's device tensor (TT-NN tensors are values: the old buffer is freed, memory stays
     flat, no extra op). A pinned base -- its tensor marked with torch._dynamo.mark_static_address, as
     transformers' StaticCache marks its keys, values and positions for CUDA graphs -- keeps its buffer: h's
-    value is copied into it (device_api.overwrite: one ttnn.copy), where no other tensor shares that buffer."""
+    value is copied into it (device.api.overwrite: one ttnn.copy), where no other tensor shares that buffer."""
     if tuple(h.shape) != tuple(dst.shape):
         if h.shape.numel() != dst.shape.numel() or h.tt is None:
             raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(h.shape)}")
-        h = lowerings.views.reshape(h, dst.shape)
+        h = BY_ID[id(aten.view.default)].fn(h, dst.shape)  # the view lowering: a reshape of the value
     h = layout.retag(h, dst.dtype)
     src = dst.source
     if src is not None:
         base, _, fn, hargs, hkwargs, pos = src
         refresh(base)
-        write(base, lowerings.views.scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
+        write(base, scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
         dst.source = (base, base.version, fn, hargs, hkwargs, pos)
         dst.assign(h)  # the value, and what is known of it, are h's now
     elif not (dst.pinned and api.overwrite(dst, h)):
@@ -325,7 +326,7 @@ def _unlowered(func, args, kwargs):
         r = func.decompose(*args, **kwargs)
         if r is not NotImplemented:
             return r
-    derived = _functional_of(func)
+    derived = functional_of(func)
     if derived is not None:
         return _run_derived(func, derived, args, kwargs)
     counters.count_aten(func)
@@ -339,7 +340,7 @@ def _unlowered(func, args, kwargs):
 
 # ----------------------------------------------------------------------------------------------- in-place, out=
 @functools.lru_cache(maxsize=None)
-def _functional_of(func):
+def functional_of(func):
     """For `add_.Tensor` / `add.out`: the functional overload (`add.Tensor`) when it is lowered or on the
     decompositions allowlist, else None."""
     schema = func._schema
@@ -398,14 +399,14 @@ def _run_derived(func, functional, args, kwargs):
     results = result if isinstance(result, (list, tuple)) else [result]
     for t, r in zip(targets, results):
         if not isinstance(t, TtnnTensor):
-            raise _device_error(str(r.device), str(t.device))
+            raise device_mismatch(str(r.device), str(t.device))
         write_into(t, r._handle)
     return targets[0] if len(targets) == 1 else tuple(targets)
 
 
 # ----------------------------------------------------------------------------------------------- fallback
 _warned: set = set()
-_NOT_USER_CODE = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
+_NOT_USER_CODE = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))  # the package, torch
 _CROSS_DEVICE = {aten.copy_.default, aten._to_copy.default}
 
 
@@ -421,8 +422,7 @@ def fallback(func, args, kwargs, reason: str = ""):
         raise FallbackError(
             f"ttnn_eager strict mode: aten op {func} has no TT-NN lowering, and strict mode forbids the CPU "
             f"fallback. Run without strict mode (TTNN_EAGER_STRICT=0) to fall back, or add a lowering for it.")
-    if api.recording is not None:
-        api.recording.refuse(f"aten op {func} has no TT-NN lowering: it would run on the CPU fallback")
+    capture.refuse(f"aten op {func} has no TT-NN lowering: it would run on the CPU fallback")
     counters.counts["fallbacks"] += 1
     counters.fallback_by_op[func] += 1
     if func not in _warned:
@@ -468,7 +468,7 @@ def fallback(func, args, kwargs, reason: str = ""):
 def _cpu_view(func):
     """A view op with no lowering, as a view run on the CPU: re-derived from its base when the base changes
     (refresh), and a write through it written into its base on the CPU (its inverse, registered beside the
-    lowered views' in views.INVERSES). Both are counted fallbacks: the view's semantics survive the fallback."""
+    lowered views' in registry.INVERSES). Both are counted fallbacks: the view's semantics survive the fallback."""
     def view(base, *args, **kwargs):
         counters.counts["fallbacks"] += 1
         counters.fallback_by_op[func] += 1
@@ -485,7 +485,7 @@ def _cpu_view(func):
         (part if pos is None else part[pos]).copy_(api.download(value))
         return layout.to_device(host, base.index)
 
-    lowerings.views.INVERSES[view] = inverse
+    INVERSES[view] = inverse
     return view
 
 
@@ -498,10 +498,5 @@ def _device_index(args, kwargs) -> int:
                 if isinstance(y, TtnnTensor):
                     return y._handle.index
         if isinstance(x, torch.device) and x.type == "ttnn":
-            return x.index if x.index is not None else current_device()
-    return current_device()
-
-
-def current_device() -> int:
-    from .device_module import current_device
-    return current_device()
+            return x.index if x.index is not None else runtime.current_device()
+    return runtime.current_device()

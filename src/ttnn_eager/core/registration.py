@@ -1,7 +1,9 @@
 """Registers the `ttnn` device with PyTorch. Cheap: no ttnn import, no device opened.
 
+    register(device_module, load_backend)   called once by the package root (ttnn_eager/__init__.py)
+
     - PrivateUse1 renamed to `ttnn` (torch.device("ttnn:0"), Tensor.is_ttnn, Module.ttnn()), `torch.ttnn`
-      is device_module
+      is the device module (features/device_module.py)
     - PrivateUse1 kernels for the factory and copy ops (they have no ttnn tensor argument, so only the
       `device=` argument routes them to us), and a boxed PrivateUse1 fallback for anything else
     - composite ops kept whole for inference (linear, matmul, scaled_dot_product_attention, layer_norm):
@@ -62,23 +64,29 @@ def _keep_whole(op):
     return kernel
 
 
+_load_backend = None  # given by register(): returns the dispatch module with every lowering registered
+
+
 @functools.cache
 def _backend():
-    """The dispatch module (not imported at registration: registering the device must not import ttnn)."""
-    from . import dispatch
-    return dispatch
+    """The dispatch module (loaded at the first op, not at registration: registering the device must not
+    import ttnn)."""
+    return _load_backend()
 
 
 def _boxed_fallback(op, *args, **kwargs):
     return _backend().dispatch(op, args, kwargs)
 
 
-def register() -> None:
+def register(device_module, load_backend) -> None:
+    """`device_module` becomes `torch.ttnn`; `load_backend()` returns the dispatch module, lowerings
+    registered (the package root wires the two: the core imports neither features nor lowerings)."""
+    global _load_backend
     if torch._C._get_privateuse1_backend_name() == BACKEND:
         return
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    from . import device_module
+    _load_backend = load_backend
     _setup_privateuseone_for_python_backend(BACKEND, backend_module=device_module)
 
     fallback = torch.library.Library("_", "IMPL")

@@ -48,7 +48,7 @@ ALLOWLIST = [
 
 @functools.cache
 def table() -> dict:
-    """aten OpOverload -> decomposition, for the allowlist and the _foreach_* ops (foreach.py: loops of
+    """aten OpOverload -> decomposition, for the allowlist and the _foreach_* ops (core/foreach.py: loops of
     per-tensor ops); built on first use: torch._decomp is slow to import."""
     from torch._decomp import get_decompositions
 

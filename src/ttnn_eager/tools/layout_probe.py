@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from . import device_api as api
+from ..device import api
 
 SHAPE = (2, 40, 64)  # neither 40 nor the batch is a multiple of 32
 

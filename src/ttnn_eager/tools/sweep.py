@@ -55,7 +55,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import opinfo
-from .validate import _compare, _float, _to_cpu
+from .compare import as_float32, compare, fmt, to_cpu
 
 PEARSON_MIN = 0.999
 REL_ERR_MAX = 0.02        # of max(1, max |reference|): measured <= 0.0074 (addmm), sdpa aside (EXCEPTIONS)
@@ -154,7 +154,7 @@ def _scan() -> dict:
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from .dispatch import REGISTRY
+    from ..lowerings import REGISTRY
     best: dict = {}  # op -> [(score, name, args, kwargs)], best first
 
     def offer(func, name, own, args, kwargs):
@@ -275,8 +275,8 @@ def calls() -> dict:
     import inspect
     import os
 
-    from .dispatch import REGISTRY
-    from .runtime import cache_dir
+    from ..lowerings import REGISTRY
+    from ..device.runtime import cache_dir
     source = "".join(inspect.getsource(f) for f in (_scan, _from_sibling, _rank))  # (how calls are chosen)
     key = hashlib.sha1(" ".join([torch.__version__, *sorted(map(str, REGISTRY)), source]).encode()).hexdigest()
     path = os.path.join(cache_dir(), f"sweep-calls-{key[:16]}.pt")
@@ -314,7 +314,7 @@ def _schema_names(func, args, kwargs) -> list:
 
 def _structural(func, args, kwargs) -> str:
     """Why this call's shapes must stay the sample's ("" if they may be scaled)."""
-    from .dispatch import REGISTRY
+    from ..lowerings import REGISTRY
     family = REGISTRY[func].fn.__module__.rsplit(".", 1)[-1]
     if family in STRUCTURAL_FAMILIES:
         return STRUCTURAL_FAMILIES[family]
@@ -398,9 +398,9 @@ def _ks(got: torch.Tensor, ref: torch.Tensor) -> tuple:
 
 def check(func, args, kwargs) -> dict:
     """One call on the device against PyTorch on the CPU: a row (see the module docstring)."""
-    from . import counters
-    from .config import strict
-    from .dispatch import FallbackError
+    from .. import counters
+    from ..config import strict
+    from ..core.dispatch import FallbackError
     name = func.name().split("::")[1].split(".")[0]
     random = torch.Tag.nondeterministic_seeded in func.tags and \
         dict(_schema_names(func, args, kwargs)).get("dropout_p") != 0  # (attention without dropout is not)
@@ -409,7 +409,7 @@ def check(func, args, kwargs) -> dict:
     dev_args, dev_kwargs = tree_map(_on_device, (list(args), kwargs))
     if "device" in dev_kwargs:  # (factories: as a torch.device, or a string)
         dev_kwargs["device"] = torch.device(opinfo.DEV)
-    held = _float(_to_cpu((dev_args, dev_kwargs)))  # the inputs as the device holds them (before in-place ops)
+    held = as_float32(to_cpu((dev_args, dev_kwargs)))  # the inputs as the device holds them (before in-place ops)
     ttnn_ops, uploads = counters.ttnn_by_op.copy(), counters.counts["host_to_device"]
     try:
         with strict():  # a lowering that refuses these arguments (Unfit) says why, instead of falling back
@@ -419,7 +419,7 @@ def check(func, args, kwargs) -> dict:
         return row
     row["ttnn_ops"] = sorted(counters.ttnn_by_op - ttnn_ops) + \
         (["from_torch"] if counters.counts["host_to_device"] > uploads else [])  # made on the host
-    got, ref = tree_flatten(_to_cpu(out))[0], tree_flatten(func(*args, **kwargs))[0]
+    got, ref = tree_flatten(to_cpu(out))[0], tree_flatten(func(*args, **kwargs))[0]
     if [_spec(g) for g in got] != [_spec(r) for r in ref]:
         row["note"] = f"got {[_spec(g) for g in got]}, expected {[_spec(r) for r in ref]}"
         return row
@@ -435,7 +435,7 @@ def check(func, args, kwargs) -> dict:
     else:
         row["compare"] = "shape" + (f" (< {DISTRIBUTION_MIN} values)" if kind == "distribution" else "")
         return row
-    results = [_compare(torch.as_tensor(g), torch.as_tensor(r)) for g, r in zip(got, ref)
+    results = [compare(torch.as_tensor(g), torch.as_tensor(r)) for g, r in zip(got, ref)
                if isinstance(r, (torch.Tensor, int, float, bool))]  # a Python number: .item()
     if results:
         row["max_abs_err"] = max(r["max_abs_err"] for r in results)
@@ -501,7 +501,7 @@ def run(dims: Dims | None = None, ops=None) -> list:
     """The sweep: one row per registered lowering (or per op of `ops`), in the order of their names."""
     import warnings
 
-    from .dispatch import REGISTRY
+    from ..lowerings import REGISTRY
     dims = dims or bert_large()
     found = calls()
     rows = []
@@ -539,13 +539,12 @@ def summary(rows: list) -> dict:
 
 def markdown(rows: list, dims: dict) -> list:
     """The sweep's section of the validation report (lines)."""
-    from .validate import _fmt
     d = Dims(**dims)
     lines = ["## Every lowering at bert-large shapes", "",
              f"Each registered aten overload, on a call from PyTorch's OpInfo samples scaled to bert-large "
              f"(batch {d.batch}, seq {d.seq}, hidden {d.hidden}, {d.heads} heads, intermediate {d.intermediate}, "
              f"vocab {d.vocab}) where its semantics allow, against float32 PyTorch on the CPU "
-             f"(src/ttnn_eager/sweep.py). Tolerance: Pearson >= {PEARSON_MIN}, max abs error <= {REL_ERR_MAX} x "
+             f"(src/ttnn_eager/tools/sweep.py). Tolerance: Pearson >= {PEARSON_MIN}, max abs error <= {REL_ERR_MAX} x "
              f"max(1, max |reference|); integers and bools exact; random ops by a two-sample KS test.", "",
              "; ".join(f"{k}: {v}" for k, v in summary(rows).items()), "",
              "| aten op | input shapes | inputs | ttnn ops | compare | max abs error | Pearson | note |",
@@ -555,5 +554,5 @@ def markdown(rows: list, dims: dict) -> list:
             (f"KS {r['ks']:.4f} <= {r['ks_bound']:.4f}" if "ks" in r else "")
         lines.append(f"| {r['op']} | {r['shapes']} | {r['how']}{' from ' + r['source'] if 'source' in r else ''} | "
                      f"{', '.join(r.get('ttnn_ops', [])) or '-'} | {r.get('compare', '-')} | "
-                     f"{_fmt(r.get('max_abs_err'))} | {_fmt(r.get('pearson'))} | {note} |")
+                     f"{fmt(r.get('max_abs_err'))} | {fmt(r.get('pearson'))} | {note} |")
     return lines + [""]

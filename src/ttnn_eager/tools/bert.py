@@ -63,9 +63,11 @@ def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
 def numerics_settings() -> dict:
     """The numerics behind the figures: the shadow's model (mock devices) and the compute-kernel configs
     (math_fidelity, fp32_dest_acc, math_approx: those of the matrix products; compute_configs: every kind)."""
-    from ttnn_eager import config, device_api, layout
+    from .. import config
+    from ..device import api as device_api
+    from ..core import layout
     per_kind = {kind: layout.compute_settings(kind) for kind in layout.COMPUTE}
-    return {"shadow_numerics": config.settings["shadow_numerics"] if device_api.MOCK else "none (real device)",
+    return {"shadow_numerics": config.settings["shadow_numerics"] if device_api.RUNTIME.mock else "none (real device)",
             **per_kind["matmul"], "compute_configs": per_kind, "weight_dtype": config.settings["weight_dtype"]}
 
 
@@ -80,7 +82,7 @@ def compare(model, ids, mask, device: str = "ttnn:0", grad_mode: str = "no_grad"
     `forwards` device forwards (the first one also builds the device programs).
     """
     import ttnn_eager
-    from ttnn_eager import device_api
+    from ..device import api as device_api
 
     valid = mask.bool()
     with grad_context(grad_mode):

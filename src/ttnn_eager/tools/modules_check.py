@@ -23,9 +23,9 @@ import time
 
 import torch
 
-from . import counters
+from .. import counters
 
-RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                        "docs", "modules.json")
 ATOL, RTOL = 0.03, 0.03
 REFUSED = "refused by design"
@@ -208,7 +208,7 @@ def summary(results: list) -> dict:
 
 
 def write(results: list, max_samples, path: str = RESULTS) -> None:
-    from . import device_api
+    from ..device import api as device_api
     data = {"max_samples_per_module": max_samples, "torch": torch.__version__.split("+")[0],
             "device": device_api.device_name(0),
             "summary": summary(results), "tolerances": {k: v[2] for k, v in TOLERANCES.items()},

@@ -82,8 +82,8 @@ import weakref
 
 import torch
 
-from . import config, counters
-from . import device_api as api
+from .. import config, counters
+from ..device import api
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 BFLOAT16_MAX = float(torch.finfo(torch.bfloat16).max)

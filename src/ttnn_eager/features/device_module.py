@@ -7,23 +7,25 @@ from __future__ import annotations
 
 import torch
 
-_current = 0
+from ..core import generator as _generator
+from ..core.generator import initial_seed, manual_seed, manual_seed_all  # noqa: F401  (torch.ttnn.*)
+from ..device import runtime
 
 
 def _api():
-    from . import device_api
+    from ..device import api as device_api
     return device_api
 
 
 def _index(device=None) -> int:
     if device is None:
-        return _current
+        return runtime.current_device()
     if isinstance(device, int):
         return device
     device = torch.device(device)
     if device.type != "ttnn":
         raise ValueError(f"expected a ttnn device, got {device}")
-    return _current if device.index is None else device.index
+    return runtime.current_device() if device.index is None else device.index
 
 
 def is_available() -> bool:
@@ -36,7 +38,7 @@ def is_available() -> bool:
 
 def is_initialized() -> bool:
     import sys
-    return "ttnn_eager.device_api" in sys.modules
+    return "ttnn_eager.device.api" in sys.modules
 
 
 def _lazy_init() -> None:
@@ -48,15 +50,14 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    return _current
+    return runtime.current_device()
 
 
 def set_device(device) -> None:
     """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index."""
-    global _current
     index = _index(device)
     _api().check_index(index)
-    _current = index
+    runtime.set_current_device(index)
 
 
 class device:
@@ -66,7 +67,7 @@ class device:
         self.index = _index(device)
 
     def __enter__(self):
-        self.prev = _current
+        self.prev = runtime.current_device()
         set_device(self.index)
 
     def __exit__(self, *exc):
@@ -103,41 +104,16 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
-# torch.manual_seed() calls torch.<backend>.manual_seed_all(). Random factories for a ttnn device
-# (torch.rand(..., device="ttnn")) are drawn from the CPU generator, so they equal the CPU's under the same
-# seed. Dropout draws its masks on the device (ttnn.rand) from this device-side generator: a seed and a
-# counter of draws, like CUDA's Philox seed and offset. The same torch.manual_seed gives the same masks.
-_generator = {"seed": None, "offset": 0}
-
-
-def manual_seed(seed) -> None:
-    _generator["seed"], _generator["offset"] = int(seed) & 0xFFFF_FFFF_FFFF_FFFF, 0
-
-
-def manual_seed_all(seed) -> None:
-    manual_seed(seed)
-
-
-def initial_seed() -> int:
-    if _generator["seed"] is None:
-        manual_seed(torch.initial_seed())
-    return _generator["seed"]
-
-
+# The device-side generator (core/generator.py): torch.manual_seed() calls manual_seed_all.
 def get_rng_state(device=None) -> torch.Tensor:
-    """The device-side generator's state (seed and draw counter) as a uint8 CPU tensor, as
-    torch.cuda.get_rng_state gives (torch.random.fork_rng and torch.testing save and restore it)."""
+    """The device-side generator's state (seed and draw counter) as a uint8 CPU tensor (torch.cuda's)."""
     _index(device)
-    return torch.tensor([initial_seed(), _generator["offset"]], dtype=torch.int64).view(torch.uint8)
+    return _generator.get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     _index(device)
-    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8 or new_state.numel() != 16:
-        raise RuntimeError("torch.ttnn.set_rng_state: expected the uint8 tensor of 16 bytes that "
-                           "torch.ttnn.get_rng_state returns")
-    seed, offset = new_state.contiguous().view(torch.int64).tolist()
-    _generator["seed"], _generator["offset"] = seed & 0xFFFF_FFFF_FFFF_FFFF, offset
+    _generator.set_state(new_state)
 
 
 def get_rng_state_all() -> list:
@@ -147,14 +123,6 @@ def get_rng_state_all() -> list:
 def set_rng_state_all(new_states) -> None:
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
-
-
-def next_seed() -> int:
-    """The seed of the next device-side random draw (ttnn.rand's uint32 seed; never 0)."""
-    seed = initial_seed()
-    _generator["offset"] += 1
-    mixed = (seed * 0x9E3779B97F4A7C15 + _generator["offset"] * 0xBF58476D1CE4E5B9) % (2**32 - 1)
-    return mixed + 1
 
 
 def get_amp_supported_dtype():
@@ -176,7 +144,7 @@ def __getattr__(name):
 def is_current_stream_capturing() -> bool:
     """True while a graph capture is under way (torch.ttnn.graph)."""
     import sys
-    api = sys.modules.get("ttnn_eager.device_api")
+    api = sys.modules.get("ttnn_eager.device.api")
     return api is not None and api.recording is not None
 
 

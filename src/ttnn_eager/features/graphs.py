@@ -4,7 +4,7 @@ on a ttnn device.
 Capture runs the region eagerly, as usual, while the device API (the one ttnn caller) reports every call to
 a `_Recorder`: `run`/`create` give (ttnn op, arguments, result handles), `upload` a constant. While recording,
 a ttnn tensor is never modified in place (an in-place op gives its handle a new tensor: Handle.assign;
-device_api.overwrite, which eager mode uses to keep a tensor's buffer, is off), and the graph holds the
+device.api.overwrite, which eager mode uses to keep a tensor's buffer, is off), and the graph holds the
 tensors it read, so eager writes after capture do not overwrite them either: the ttnn tensor *objects* name
 values. The recording is a list of steps over numbered slots, each slot either
 
@@ -21,7 +21,7 @@ PyTorch dispatch, no model code, no layout or promotion decisions -- into a fres
 each noted handle its slot's new tensor, so the user's output tensors are the same objects after every
 replay and show the new values. Intermediates are dropped after their last use, as in eager mode, so device
 memory is flat from replay to replay; the programs are those the capture built (no new program-cache
-entries). On a mock device each step's value is recomputed by shadow execution (device_api.shadow), so a
+entries). On a mock device each step's value is recomputed by shadow execution (the mock backend's), so a
 replay with new inputs has the right values.
 
 Host-known decisions. What the region decided from values known on the host -- `mask.all()` answered from
@@ -50,9 +50,9 @@ import weakref
 
 import torch
 
-from . import device_api as api
+from ..device import api, runtime
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
 _NOT_USER_CODE = (_HERE, os.path.dirname(torch.__file__))
 
 
@@ -104,11 +104,11 @@ class _Step:
         self.op, self.fn, self.args, self.subs, self.lsubs = op, fn, args, subs, lsubs
         self.kwargs, self.ksubs, self.outs, self.multi = kwargs, ksubs, outs, multi
         self.kill = ()        # slots whose last use this step is (dropped after it)
-        self.create = create  # a factory op: (args, tt_dtype, layout, torch dtype, kwargs) of device_api.create
+        self.create = create  # a factory op: (args, tt_dtype, layout, torch dtype, kwargs) of device.api.create
 
 
 class _Recorder:
-    """What device_api reports during a capture (device_api.recording is this object meanwhile)."""
+    """What the device API reports during a capture (device.api.recording is this object meanwhile)."""
 
     def __init__(self):
         self.steps: list = []
@@ -170,7 +170,7 @@ class _Recorder:
         if s is not None:
             return s
         sources = [self.before[id(h)]] if existed else [r for r in self.holders.get(id(h.tt), ()) if r() is not None]
-        if not sources:  # pragma: no cover - every device tensor comes from device_api
+        if not sources:  # pragma: no cover - every device tensor comes from the device API
             raise RuntimeError(f"torch.ttnn graph capture: cannot tell which tensor {h!r} was read from")
         s = self.nslots
         self.nslots += 1
@@ -179,7 +179,7 @@ class _Recorder:
         self.externals[s] = _External(sources, h)
         return s
 
-    # -------------------------------------------------------------------------- device_api hooks
+    # -------------------------------------------------------------------------- device API hooks
     def on_run(self, op: str, args, kwargs, result):
         outs = result if type(result) is list else [result]
         self._device(outs[0].index)
@@ -351,7 +351,8 @@ class _Program:
             env[s], shadows[s] = h.tt, h.shadow
         for s, h in self.constants.items():
             env[s], shadows[s] = h.tt, h.shadow
-        shadowing = api._shadowing
+        backend = api.BACKEND
+        shadowing = backend.shadowing
         count = api._count
         index = self.index
         try:
@@ -377,7 +378,7 @@ class _Program:
                 count(st.op)
                 outs = out if st.multi else (out,)
                 if shadowing:
-                    values = api.shadow(st.op, *self._handles(st, env, shadows), outs)
+                    values = backend.values(st.op, *self._handles(st, env, shadows), outs)
                     for s, o, v in zip(st.outs, outs, values):
                         env[s], shadows[s] = o, v
                 else:
@@ -396,7 +397,7 @@ class _Program:
         return env, shadows
 
     def _handles(self, st: _Step, env, shadows):
-        """The step's arguments with Handles (for shadow execution), as device_api.run received them."""
+        """The step's arguments with Handles (for shadow execution), as device.api.run received them."""
         def h(s):
             return api.Handle(env[s], shadows[s], torch.float32, self.shapes[s], self.index)
         a = list(st.args)
@@ -490,7 +491,7 @@ class TTNNGraph:
         if rec.index is None:
             rec.index = _current_index()
         self._program = rec.finish()
-        if not api.MOCK:
+        if api.BACKEND.traces:
             self._trace = _Trace(self._program)
 
     def _abort(self):
@@ -533,8 +534,7 @@ class TTNNGraph:
 
 
 def _current_index() -> int:
-    from .device_module import current_device
-    return current_device()
+    return runtime.current_device()
 
 
 class graph:
@@ -564,18 +564,6 @@ def is_current_stream_capturing() -> bool:
     return api.recording is not None
 
 
-def host_decision(h: api.Handle, kind, what: str) -> None:
-    """A lowering answered `what` from h's known value bounds (kind "all_any", "item" or ("index", rows));
-    recorded as a guard when a capture is under way."""
-    if api.recording is not None:
-        api.recording.decision(h, kind, what)
-
-
-def refuse_in_capture(what: str) -> None:
-    if api.recording is not None:
-        api.recording.refuse(what)
-
-
 def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
                            pool=None):
     """Graphed versions of `callables` (a callable or nn.Module, or a tuple of them, with `sample_args` a
@@ -601,7 +589,7 @@ def _check_inference(args, where: str):
 
 
 def _graphed(fn, sample, warmup: int):
-    from .tensor import TtnnTensor
+    from ..core.tensor import TtnnTensor
     for a in sample:
         if not isinstance(a, TtnnTensor):
             raise TypeError(f"torch.ttnn.make_graphed_callables: sample arguments must be ttnn tensors, got "

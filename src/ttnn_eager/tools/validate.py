@@ -25,14 +25,15 @@ import time
 
 import torch
 
-from . import counters
+from .. import counters
+from .compare import as_float32, compare, fmt, to_cpu
 
 _SKIP = ("aten.empty", "aten.new_empty", "aten.empty_like", "aten.empty_strided")  # undefined values
 
 
 def _signature(func, args, kwargs) -> tuple:
     def sig(x):
-        from .tensor import TtnnTensor
+        from ..core.tensor import TtnnTensor
         if isinstance(x, torch.Tensor):
             return (tuple(x.shape), str(x.dtype), type(x) is TtnnTensor)
         if isinstance(x, (list, tuple)):
@@ -43,48 +44,6 @@ def _signature(func, args, kwargs) -> tuple:
 
 def _shapes(args) -> str:
     return ", ".join("x".join(map(str, a.shape)) or "scalar" for a in args if isinstance(a, torch.Tensor))
-
-
-def _to_cpu(x):
-    """A device tensor's value as a CPU tensor (downloaded without dispatching), other values as they are."""
-    from . import device_api as api
-    from .dispatch import refresh
-    from .tensor import TtnnTensor
-    if type(x) is TtnnTensor:  # same strides as PyTorch sees, so that views behave as on the device
-        value = api.download(refresh(x._handle))
-        return torch.empty_strided(x.shape, x.stride(), dtype=value.dtype).copy_(value)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to_cpu(y) for y in x)
-    if isinstance(x, dict):
-        return {k: _to_cpu(v) for k, v in x.items()}
-    if isinstance(x, torch.device) or (isinstance(x, str) and x.startswith("ttnn")):
-        return torch.device("cpu")
-    return x
-
-
-def _compare(dev, ref) -> dict:
-    """max abs error and Pearson of a device result against the reference; for an integer or bool reference
-    also the count of mismatching elements; `scale`: the largest finite |reference| (for relative bounds)."""
-    if dev.shape != ref.shape:
-        return {"max_abs_err": math.inf, "pearson": math.nan,
-                "note": f"shape {list(dev.shape)}, expected {list(ref.shape)}"}
-    exact = not ref.is_floating_point()
-    dev, ref = dev.detach().double().flatten(), ref.detach().double().flatten()
-    extra = {"mismatches": int((dev != ref).sum())} if exact else {}
-    if not dev.numel():
-        return {"max_abs_err": 0.0, "pearson": 1.0, **extra}
-    both_finite = torch.isfinite(dev) & torch.isfinite(ref)
-    same_special = (dev == ref) | (torch.isnan(dev) & torch.isnan(ref))
-    if not bool((both_finite | same_special).all()):
-        return {"max_abs_err": math.inf, "pearson": math.nan, "note": "non-finite values differ"}
-    d, r = dev[both_finite], ref[both_finite]
-    err = float((d - r).abs().max()) if d.numel() else 0.0
-    if d.numel() < 2 or float(r.std()) == 0 or float(d.std()) == 0:
-        pearson = 1.0 if err == 0 else math.nan
-    else:
-        pearson = float(torch.corrcoef(torch.stack([d, r]))[0, 1])
-    scale = float(r.abs().max()) if r.numel() else 0.0
-    return {"max_abs_err": err, "pearson": pearson, "scale": scale, **extra}
 
 
 class OpChecker:
@@ -117,7 +76,7 @@ class OpChecker:
         row = self.rows[key] = {"op": str(func), "shapes": _shapes(args), "calls": 1}
         self._busy = True
         try:
-            cpu_args, cpu_kwargs = _to_cpu(args), _to_cpu(kwargs)
+            cpu_args, cpu_kwargs = to_cpu(args), to_cpu(kwargs)
         finally:
             self._busy = False
         fallbacks = sum(counters.fallback_by_op.values())
@@ -131,15 +90,15 @@ class OpChecker:
         row["fallback"] = sum(counters.fallback_by_op.values()) > fallbacks
         self._busy = True
         try:
-            ref = func(*_float(cpu_args), **_float(cpu_kwargs))
-            got = _to_cpu(out)
+            ref = func(*as_float32(cpu_args), **as_float32(cpu_kwargs))
+            got = to_cpu(out)
         except Exception as e:  # the CPU reference itself may not apply (e.g. a device-only argument)
             row["note"] = f"not compared: {type(e).__name__}: {str(e)[:120]}"
             return out
         finally:
             self._busy = False
         refs, gots = (ref, got) if isinstance(ref, (list, tuple)) else ((ref,), (got,))
-        results = [_compare(g, r) for g, r in zip(gots, refs)
+        results = [compare(g, r) for g, r in zip(gots, refs)
                    if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor)]
         if results:
             row["max_abs_err"] = max(r["max_abs_err"] for r in results)
@@ -150,17 +109,6 @@ class OpChecker:
         return out
 
 
-def _float(x):
-    """bfloat16/float16 CPU tensors as float32: the reference is float32 PyTorch."""
-    if isinstance(x, torch.Tensor) and x.dtype in (torch.bfloat16, torch.float16):
-        return x.float()
-    if isinstance(x, (list, tuple)):
-        return type(x)(_float(y) for y in x)
-    if isinstance(x, dict):
-        return {k: _float(v) for k, v in x.items()}
-    return x
-
-
 def run(layers: int | None = None, batch: int = 2, seq: int = 128, model: str | None = None,
         attns: tuple = ("sdpa", "eager"), forward: bool = True, sweep_dims=None) -> dict:
     """The validation report (a dict; see `markdown` and `write`). `attns`: the attention implementations
@@ -169,12 +117,13 @@ def run(layers: int | None = None, batch: int = 2, seq: int = 128, model: str | 
     from importlib import metadata
 
     import ttnn_eager
-    from . import bert, device_api, sweep
+    from . import bert, sweep
+    from ..device import api as device_api
 
     start = time.perf_counter()
     report = {"ttnn_eager": ttnn_eager.__version__, "ttnn": metadata.version("ttnn"),
               "torch": torch.__version__, "batch": batch, "seq": seq, "layers": layers, "ops": [],
-              "device": f"{device_api.device_name(0)}, arch {device_api.arch_name()}", "mock": device_api.MOCK,
+              "device": f"{device_api.device_name(0)}, arch {device_api.arch_name()}", "mock": device_api.RUNTIME.mock,
               "numerics": bert.numerics_settings()}
     if sweep_dims is not None:
         report["sweep_dims"] = dataclasses.asdict(sweep_dims)
@@ -200,14 +149,6 @@ def _forward(report: dict, layers, batch, seq, model, attns) -> None:
     ids, mask = bert.make_inputs(batch, seq, net.config.vocab_size)
     report["model"] = source
     report["forward"] = bert.compare(net, ids, mask)
-
-
-def _fmt(x) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return "nan" if math.isnan(x) else f"{x:.6f}" if abs(x) < 10 else f"{x:.4g}"
-    return str(x)
 
 
 def markdown(report: dict) -> str:
@@ -249,8 +190,8 @@ def _forward_md(report: dict) -> list:
     for r in report["ops"]:
         note = r.get("note", "") + (" CPU fallback" if r.get("fallback") else "")
         lines.append(f"| {r['attention']} | {r['op']} | {r['shapes']} | {r['calls']} | "
-                     f"{', '.join(r.get('ttnn_ops', [])) or '-'} | {_fmt(r.get('max_abs_err'))} | "
-                     f"{_fmt(r.get('pearson'))} | {note.strip()} |")
+                     f"{', '.join(r.get('ttnn_ops', [])) or '-'} | {fmt(r.get('max_abs_err'))} | "
+                     f"{fmt(r.get('pearson'))} | {note.strip()} |")
     return lines + [""]
 
 

@@ -1,0 +1,16 @@
+"""The backend core: what makes `ttnn:N` a PyTorch device.
+
+    registration.py    the `ttnn` device in PyTorch: PrivateUse1 renamed, kernels, the autograd rule for ops
+                       kept whole (cheap: no ttnn import)
+    tensor.py          TtnnTensor, the torch.Tensor of a ttnn device (a wrapper subclass holding a Handle)
+    dispatch.py        the single entry point of every aten op: lowering, decomposition or CPU fallback;
+                       views, in-place and out= semantics
+    registry.py        aten op -> lowering (filled by the lowerings package), view inverses, Unfit
+    decompositions.py  PyTorch's decompositions tried before the CPU fallback (+ foreach.py, recurrent.py)
+    layout.py          the policy: ROW_MAJOR vs TILE, device dtypes, compute-kernel configs, cached weights
+    capture.py         what the core and the lowerings tell a graph capture (features/graphs.py implements it)
+    generator.py       the device-side random generator (seed and draw counter)
+
+Imports: the device layer (device/), config and counters; never a lowering, a feature or a tool (the
+package root wires the lowerings in: registration.register's load_backend).
+"""

@@ -1,0 +1,80 @@
+"""What the device API (api.py) and its two backends (card.py, mock.py) share: ttnn itself, imported once
+the runtime has set the variables it reads; `Handle`, a device tensor and what PyTorch sees of it; and two
+look-ups in ttnn (an op by name, a tensor's shape)."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import runtime
+
+RUNTIME = runtime.get()  # must come before `import ttnn`: it sets the variables ttnn reads
+import ttnn  # noqa: E402
+
+
+class Handle:
+    """A device tensor and what PyTorch sees of it.
+
+    tt      the ttnn.Tensor (layout, device dtype, logical and padded shape are its own), or None for a
+            tensor created by torch.empty and not yet written
+    shadow  on a mock device: the value of `tt` as a torch tensor of its host dtype; else None
+    dtype   the torch dtype PyTorch sees (float32 may be stored as bfloat16: see layout.py)
+    shape   the torch shape PyTorch sees
+    index   the device index (`ttnn:<index>`)
+    bounds  (min, max, exact) of an integer or bool tensor's values when known without reading the device
+            (uploads, constants, and views of them), else None; exact: min and max both occur (not only
+            a range). Lets the embedding check token ids, and `mask.all()` be answered, with no device read
+    version, source   view bookkeeping (see dispatch.refresh)
+    root    when `tt` shares its device buffer with another ttnn tensor (ttnn returns its input's buffer
+            for a reshape that keeps the tiles, a no-op slice, permute, to_layout, ...): that buffer's first
+            tensor object, held so that its reference count counts every tensor on the buffer (see overwrite)
+    pinned  its tensor asked for a fixed device address (torch._dynamo.mark_static_address, as transformers'
+            StaticCache does): in-place writes keep its buffer (dispatch.write, overwrite)
+    """
+
+    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "pinned",
+                 "__weakref__")
+
+    def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
+        self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
+        self.shape = shape if type(shape) is torch.Size else torch.Size(shape)
+        self.bounds = bounds  # (min, max, exact) of integer/bool values when known from the host, else None
+        self.version = 0      # bumped by every in-place write
+        self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
+        self.root = None      # the tensor object whose buffer `tt` shares, if any
+        self.pinned = False   # in-place writes keep the device buffer
+
+    def assign(self, other: "Handle") -> None:
+        """This handle now holds other's value: its device tensor, shadow and known value bounds."""
+        self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
+
+    @property
+    def layout(self):
+        return self.tt.layout
+
+    @property
+    def tt_dtype(self):
+        return self.tt.dtype
+
+    @property
+    def padded_shape(self):
+        return tuple(self.tt.padded_shape)
+
+    def __repr__(self):
+        where = "unwritten" if self.tt is None else f"{self.tt.layout}, {self.tt.dtype}, padded {self.padded_shape}"
+        return f"Handle(ttnn:{self.index}, {tuple(self.shape)}, {self.dtype}, {where})"
+
+
+def shape_of(tt) -> torch.Size:
+    """A ttnn tensor's logical shape as a torch.Size (indexing ttnn.Shape is ~4x faster than iterating it)."""
+    s = tt.shape
+    return torch.Size([s[i] for i in range(len(s))])
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(op: str):
+    fn = ttnn
+    for part in op.split("."):
+        fn = getattr(fn, part)
+    return fn

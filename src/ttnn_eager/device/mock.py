@@ -1,0 +1,260 @@
+"""The mock device: the whole real ttnn library with no hardware behind it, and shadow execution for values.
+
+A mock device (device/runtime.py lays out the rig) runs ttnn for real -- validation, program factories, the
+DRAM/L1 allocator -- but executes nothing: reading a result back would give zeros. So every Handle also
+carries `shadow`, the torch tensor its device tensor would hold, and this backend computes it:
+
+    stored(value, tt_dtype)        an upload's value: what the device holds after storing it as tt_dtype
+    value(op, args, kwargs, out)   a ttnn op's result value: TT-NN's own golden function
+                                   (`ttnn.get_golden_function`), or a reference from REFERENCES where ttnn has
+                                   none, evaluated in float32 on the arguments' shadows -- the hardware
+                                   numerics model (numerics.py) for matrix-engine ops -- and rounded to the
+                                   output's device dtype (bfloat16 by `.to(torch.bfloat16)`, bfloat8_b through
+                                   ttnn's own host conversion)
+    read(h)                        a download: the shadow (ttnn.to_torch is not called: it returns zeros here,
+                                   and late in long sessions it was seen to block forever)
+
+`shadows_off()` runs a block as hardware does, with no shadow execution (host-time benchmarks). The card
+backend (card.py) has the same interface and returns no values: the card computes them. device/api.py picks
+one of the two once, when it is imported.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+
+import torch
+
+from . import numerics
+from .base import Handle, _resolve, shape_of, ttnn
+
+# How a device dtype is held on the host (shadow values).
+_HOST_DTYPE = {
+    ttnn.bfloat16: torch.bfloat16, ttnn.bfloat8_b: torch.bfloat16, ttnn.bfloat4_b: torch.bfloat16,
+    ttnn.float32: torch.float32, ttnn.int32: torch.int32, ttnn.uint32: torch.int64,
+    ttnn.uint16: torch.int32, ttnn.uint8: torch.int32,
+}
+_BLOCK_FLOAT = (ttnn.bfloat8_b, ttnn.bfloat4_b)
+# Keyword arguments that steer how the device computes, not what: never passed to a golden function.
+_DEVICE_ONLY_KWARGS = ("memory_config", "compute_kernel_config", "core_grid", "queue_id", "device")
+
+
+def _round(value: torch.Tensor, tt_dtype) -> torch.Tensor:
+    """What the device holds after storing `value` as `tt_dtype`."""
+    if tt_dtype in _BLOCK_FLOAT:  # shared-exponent blocks: let ttnn's own host conversion do the packing
+        packed = ttnn.from_torch(value.float(), dtype=tt_dtype, layout=ttnn.TILE_LAYOUT)
+        return ttnn.to_torch(packed).to(torch.bfloat16).reshape(value.shape)
+    target = _HOST_DTYPE[tt_dtype]
+    if not target.is_floating_point and value.is_floating_point():
+        value = value.round()
+    return value.to(target)
+
+
+class _Unknown(Exception):
+    """An input's value is unknown (made with shadows off): so is the result's."""
+
+
+def _golden_input(x):
+    if isinstance(x, Handle):
+        s = x.shadow
+        if s is None:
+            raise _Unknown
+        return s.float() if s.dtype == torch.bfloat16 else s
+    if isinstance(x, (list, tuple)):
+        return type(x)(_golden_input(y) for y in x)
+    return x
+
+
+
+
+@functools.lru_cache(maxsize=None)
+def _reference(op: str):
+    ref = REFERENCES.get(op)
+    if ref is not None:
+        return ref
+    try:
+        return ttnn.get_golden_function(_resolve(op))
+    except Exception as e:  # pragma: no cover - every op we use has one or a reference
+        raise NotImplementedError(f"ttnn.{op} has no golden function and no reference in device/mock.py REFERENCES") from e
+
+
+def _typecast_ref(x, dtype, **_):
+    return x
+
+
+def _to_layout_ref(x, *_, **__):
+    return x
+
+
+def _linear_ref(a, b, transpose_a=False, transpose_b=False, *, bias=None, activation=None, **_):
+    # ttnn 0.81.1's linear golden tests `len(bias) == 2` (meaning a 2-D bias) and so rejects a 1-D bias of
+    # two features (BertForQuestionAnswering's start/end logits).
+    if transpose_a:
+        a = a.transpose(-1, -2)
+    if transpose_b:
+        b = b.transpose(-1, -2)
+    out = a @ b
+    if bias is not None:
+        out = out + bias.reshape(-1)
+    if activation is not None:
+        from ttnn.operations.activations import get_golden_function_for_activation
+        out = get_golden_function_for_activation(activation)(out)
+    return out
+
+
+def _nhwc_to_nchw(x, batch_size, input_h, input_w, channels):
+    return x.reshape(batch_size, input_h, input_w, -1)[..., :channels].permute(0, 3, 1, 2)
+
+
+def _nchw_to_flat(x):  # [N, C, H, W] -> [1, 1, N*H*W, C]: how TT-NN's sliding-window ops return results
+    n, c, h, w = x.shape
+    return x.permute(0, 2, 3, 1).reshape(1, 1, n * h * w, c)
+
+
+def _pool_padding(padding):
+    """[pad_h, pad_w] or [top, bottom, left, right] as F.pad's (left, right, top, bottom)."""
+    if len(padding) == 2:
+        return (padding[1], padding[1], padding[0], padding[0])
+    return (padding[2], padding[3], padding[0], padding[1])
+
+
+def _max_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,
+                    ceil_mode=False, return_indices=False, **_):
+    # (ttnn's golden imports a module of tt-metal's test tree that the wheel does not ship)
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    pad = _pool_padding(padding)
+    if pad[0] != pad[1] or pad[2] != pad[3]:
+        x, pad = torch.nn.functional.pad(x, pad, value=-math.inf), (0, 0, 0, 0)
+    out, indices = torch.nn.functional.max_pool2d(x, kernel_size, stride, (pad[2], pad[0]), dilation, ceil_mode,
+                                                  return_indices=True)
+    return (_nchw_to_flat(out), _nchw_to_flat(indices)) if return_indices else _nchw_to_flat(out)
+
+
+def _avg_pool2d_ref(x, batch_size, input_h, input_w, channels, kernel_size, stride, padding, ceil_mode=False,
+                    count_include_pad=True, divisor_override=None, **_):
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    pad = _pool_padding(padding)
+    symmetric = pad[0] == pad[1] and pad[2] == pad[3]
+    out = torch.nn.functional.avg_pool2d(x, kernel_size, stride, (pad[2], pad[0]) if symmetric else 0, ceil_mode,
+                                         count_include_pad, divisor_override)
+    return _nchw_to_flat(out)
+
+
+def _conv_transpose2d_ref(input_tensor, weight_tensor, in_channels, out_channels, batch_size, input_height,
+                          input_width, kernel_size, stride, padding, output_padding=(0, 0), dilation=(1, 1),
+                          groups=1, bias_tensor=None, **_):
+    # (ttnn has no golden for conv_transpose2d) weight_tensor: PyTorch's [in, out / groups, kh, kw]
+    x = _nhwc_to_nchw(input_tensor, batch_size, input_height, input_width, in_channels)
+    bias = bias_tensor.reshape(-1) if bias_tensor is not None else None
+    out = torch.nn.functional.conv_transpose2d(x, weight_tensor.float(), bias, stride, padding, output_padding,
+                                               groups, dilation)
+    return _nchw_to_flat(out)
+
+
+def _adaptive_avg_pool2d_ref(x, batch_size, input_h, input_w, channels, output_size, **_):
+    x = _nhwc_to_nchw(x, batch_size, input_h, input_w, channels)
+    return _nchw_to_flat(torch.nn.functional.adaptive_avg_pool2d(x, output_size))
+
+
+def _rand_ref(shape, dtype=None, low=0.0, high=1.0, seed=0, **_):
+    # ttnn.rand on a card uses its own generator; the mock's stand-in is a torch generator under the same
+    # seed: the same seed gives the same values (reproducible), not the card's bits
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.rand(tuple(shape), generator=g) * (high - low) + low
+
+
+# References for ttnn ops whose golden function is missing or does more than we need. Inputs arrive as
+# float32 (or integer) torch tensors; `run` rounds the result to the output's device dtype.
+def _update_cache_ref(cache, x, update_idx, batch_offset=0, **_):
+    """ttnn.update_cache: row `update_idx` of every user's cache (dim 2) from x [1, heads, users, dim] (the
+    golden function writes into its argument, which may be shared: this one does not)."""
+    out = cache.clone()
+    out[:, :, update_idx, :] = x[0, :, batch_offset:batch_offset + cache.shape[0], :].transpose(0, 1)
+    return out
+
+
+REFERENCES = {
+    "update_cache": _update_cache_ref,
+    "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
+    "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value
+    "tilize": _to_layout_ref,
+    "untilize": _to_layout_ref,
+    "linear": _linear_ref,
+    "max_pool2d": _max_pool2d_ref,
+    "avg_pool2d": _avg_pool2d_ref,
+    "adaptive_avg_pool2d": _adaptive_avg_pool2d_ref,
+    "conv_transpose2d": _conv_transpose2d_ref,
+    "rand": _rand_ref,
+}
+
+
+
+def shadow(op: str, args, kwargs, outs) -> list:
+    """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows:
+    the hardware numerics model for the call's compute-kernel config where numerics.py has one, else the
+    golden function (or REFERENCES) in float32; then rounded to the output's device dtype."""
+    try:
+        gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
+        gargs = _golden_input(args)
+    except _Unknown:
+        return [None] * len(outs)
+    ref = (numerics.reference(op, kwargs.get("compute_kernel_config")) or _reference(op))(*gargs, **gkwargs)
+    refs = ref if isinstance(ref, (list, tuple)) else (ref,)
+    return [_round(r.reshape(shape_of(o)), o.dtype) for r, o in zip(refs, outs)]
+
+
+class Mock:
+    """The mock device backend (see the module docstring)."""
+
+    traces = False  # tt-metal's trace capture crashes on a mock device: graphs replay op by op
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.shadowing = True  # shadow execution on (off inside shadows_off)
+
+    def device_count(self) -> int:
+        return 2 if self.runtime.mode == "mock-n300" else 1
+
+    def open_options(self) -> dict:
+        return {}
+
+    def device_name(self, index: int) -> str:
+        return f"{self.runtime.board} (mock)"
+
+    def stored(self, value: torch.Tensor, tt_dtype):
+        return _round(value, tt_dtype)  # an upload's value is known, shadows off or on
+
+    def value(self, op: str, args, kwargs, out):
+        return shadow(op, args, kwargs, (out,))[0] if self.shadowing else None
+
+    def values(self, op: str, args, kwargs, outs) -> list:
+        return shadow(op, args, kwargs, outs) if self.shadowing else [None] * len(outs)
+
+    def created(self, op: str, args, tt_dtype, kwargs, out):
+        if not self.shadowing:
+            return None
+        return _round(_reference(op)(*args, dtype=tt_dtype, **kwargs).reshape(shape_of(out)), out.dtype)
+
+    def read(self, h: Handle) -> torch.Tensor:
+        if h.shadow is None:
+            raise RuntimeError("ttnn_eager: the value of this tensor is unknown: it was computed on the mock "
+                               "device with shadow execution off (ttnn_eager.device.api.shadows_off, for host-time "
+                               "benchmarks only)")
+        return h.shadow
+
+    @contextlib.contextmanager
+    def shadows_off(self):
+        """Benchmarks only: within this block the mock device runs as hardware does, with no shadow execution,
+        so host time is measured without the CPU stand-in's work (and its cache traffic). The values of the
+        results of ttnn ops run inside (and of anything later computed from them) are unknown: downloading one
+        raises."""
+        saved, self.shadowing = self.shadowing, False
+        try:
+            yield
+        finally:
+            self.shadowing = saved
+
+    def release(self) -> None:
+        """At exit, before the devices close: the reference caches hold ttnn objects."""
+        _reference.cache_clear()

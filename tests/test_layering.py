@@ -1,0 +1,112 @@
+"""The package's layers and the one direction of its imports (ttnn_eager/__init__.py's docstring), read from
+the source with `ast` (module-level and function-level imports alike): a layer imports only the layers
+before it, nothing outside tools/ imports a tool, and only the device layer imports ttnn."""
+import ast
+import pathlib
+
+import ttnn_eager
+
+PACKAGE = pathlib.Path(ttnn_eager.__file__).parent
+LEAVES = {"ttnn_eager.config", "ttnn_eager.counters"}  # settings and statistics: everyone reads them
+
+# layer -> the layers it may import (besides itself and LEAVES)
+ALLOWED = {
+    "leaves": set(),
+    "device": set(),
+    "core": {"device"},
+    "lowerings": {"core", "device"},
+    "features": {"core", "device"},
+    "tools": {"core", "device", "lowerings", "features", "root"},
+    "root": {"core", "device", "lowerings", "features"},  # the package's wiring (__init__, _autoload)
+}
+
+
+def _layer(module: str) -> str:
+    if module in LEAVES:
+        return "leaves"
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ALLOWED:
+        return parts[1]
+    return "root"
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        is_package = path.name == "__init__.py"
+        yield (name[: -len(".__init__")] if is_package else name), is_package, path
+
+
+def _imports(module: str, is_package: bool, path: pathlib.Path):
+    """(imported module, line) of every import of a ttnn_eager module (or of ttnn) in the file."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("ttnn_eager"):
+                yield target, node.lineno
+                continue
+            for alias in node.names:  # `from . import x` imports the submodule x when there is one
+                sub = f"{target}.{alias.name}"
+                has_sub = (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists() or \
+                    (PACKAGE.parent / sub.replace(".", "/") / "__init__.py").exists()
+                yield (sub if has_sub else target), node.lineno
+
+
+def _violations():
+    found = []
+    for module, is_package, path in _modules():
+        layer = _layer(module)
+        for target, line in _imports(module, is_package, path):
+            where = f"{path.relative_to(PACKAGE)}:{line} imports {target}"
+            if target == "ttnn" or target.startswith("ttnn."):
+                if _layer(module) != "device":
+                    found.append(f"{where}: only the device layer imports ttnn")
+                continue
+            if not target.startswith("ttnn_eager"):
+                continue
+            other = _layer(target)
+            if layer == "leaves":
+                found.append(f"{where}: config and counters import nothing of the package")
+            elif other not in (layer, "leaves") and other not in ALLOWED[layer]:
+                found.append(f"{where}: the {layer} layer may not import the {other} layer")
+    return found
+
+
+def test_imports_flow_one_way():
+    assert _violations() == []
+
+
+def test_the_rule_reader_sees_imports():
+    """The reader is not vacuous: it finds the core's import of the device layer, a lowering's import of the
+    registry, and a function-level import."""
+    seen = {(m, t) for m, p, path in _modules() for t, _ in _imports(m, p, path)}
+    assert ("ttnn_eager.core.dispatch", "ttnn_eager.device.api") in seen
+    assert ("ttnn_eager.lowerings.views", "ttnn_eager.core.registry") in seen
+    assert ("ttnn_eager.core.tensor", "ttnn_eager.core.dispatch") in seen
+    assert ("ttnn_eager.device.base", "ttnn") in seen
+
+
+def test_every_folder_says_what_it_owns_and_may_import():
+    for folder in ("core", "device", "lowerings", "features", "tools"):
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
+        assert doc and "import" in doc.lower(), folder
+
+
+def test_lowerings_are_named_after_their_ops():
+    """One def per op, named after it; a trailing underscore only for in-place ops (PyTorch's convention)."""
+    from ttnn_eager.lowerings import REGISTRY
+    for op, entry in REGISTRY.items():
+        name = entry.fn.__name__
+        if name.endswith("_") and not name.startswith("_"):
+            assert any(o.fn is entry.fn and o.op._schema.name.endswith("_") for o in REGISTRY.values()), (
+                f"{name} (for {op}) reads as an in-place op but lowers no in-place op")
