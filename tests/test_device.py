@@ -364,3 +364,36 @@ def test_save_pretrained_from_the_device_and_reload_on_the_cpu(tmp_path):
     assert set(got) == set(expected)
     assert all(torch.equal(got[k], expected[k]) for k in expected)
     assert back.lm_head.weight is back.transformer.wte.weight
+
+
+@pytest.mark.skipif(bool(__import__("glob").glob("/dev/tenstorrent/*")), reason="a card is present")
+def test_hardware_without_a_card_says_what_to_set():
+    r = run_python("import torch\nprint(torch.ttnn.is_available())\ntorch.ones(2).to('ttnn:0')",
+                   env={"TTNN_EAGER_DEVICE": "hardware"})
+    assert r.returncode != 0 and r.stdout.strip() == "False"
+    assert "TTNN_EAGER_DEVICE=hardware, but no Tenstorrent card" in r.stderr
+    assert "mock-wormhole" in r.stderr and "TTNN_EAGER_DEVICE=auto" in r.stderr
+    assert "No chips detected" not in r.stderr  # stopped before ttnn was asked
+
+
+def test_module_to_with_a_live_autograd_graph_names_the_cause_and_the_fix():
+    """A CPU forward with grad enabled whose output is kept holds LayerNorm.weight in its graph: PyTorch's
+    bare "Couldn't swap" becomes ParameterSwapError naming the cause and the fix, and the fix works."""
+    from ttnn_eager.core.registration import ParameterSwapError
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    out = model(torch.randn(2, 8))
+    with pytest.raises(ParameterSwapError, match=r"Couldn't swap LayerNorm.weight: .*autograd graph.*"
+                                                 r"torch.no_grad\(\).*del out") as info:
+        model.to(DEV)
+    assert "use_count" in str(info.value.__cause__.__cause__)  # PyTorch's own errors stay chained
+    del out
+    model.to(DEV)
+    assert all(p.device == torch.device(DEV) for p in model.parameters())
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    with torch.no_grad():
+        kept = fresh(torch.randn(2, 8))
+    fresh.to(DEV)  # a no_grad reference holds no graph
+    assert kept.shape == (2, 8) and fresh[1].weight.device == torch.device(DEV)
+    with pytest.raises(TypeError):  # other failures of Module._apply pass through unchanged
+        fresh.to(object())

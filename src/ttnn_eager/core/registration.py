@@ -11,6 +11,8 @@
       decomposes them (so autograd records their parts and gradients are right) when one does
     - AutocastPrivateUse1 falls through (torch.autocast("ttnn") runs ops as they are)
     - torch.load(map_location="ttnn:N") keeps storages on the CPU (ttnn tensors have no storage; see tensor.py)
+    - Module._apply's "Couldn't swap" failure (module.to("ttnn:0") while an autograd graph still holds a
+      parameter) re-raised as ParameterSwapError, naming the cause and the fix
 """
 from __future__ import annotations
 
@@ -100,6 +102,7 @@ def register(device_module, load_backend) -> None:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
     _libs.extend([fallback, kernels])
+    _explain_swap_failures()
     # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
     # deserializer for the device would allocate a ttnn storage, which does not exist (the process dies).
     # Storages stay on the CPU instead: a ttnn tensor is saved as its CPU value plus its device (tensor.py)
@@ -115,3 +118,41 @@ def _keep_storage_on_cpu(storage, location: str):
     if location == BACKEND or location.startswith(BACKEND + ":"):
         return storage
     return None
+
+
+class ParameterSwapError(RuntimeError):
+    """module.to() could not swap a parameter for its moved copy: something else still references it."""
+
+
+_SWAP_HELP = (
+    "{err}: moving a module to or from a ttnn device swaps each parameter for its moved copy (ttnn tensors "
+    "are wrapper subclasses, which PyTorch moves with torch.utils.swap_tensors), and a swap needs the "
+    "parameter to be referenced by the module alone. Here something else still holds it -- most often the "
+    "autograd graph of an earlier forward whose output is still alive (computed with grad enabled, e.g. a "
+    "CPU reference). Fix: compute that forward under `with torch.no_grad():` (or torch.inference_mode()), "
+    "or drop its output (`del out`) before `.to(...)`; also create optimizers after the move, and do not "
+    "keep other references to the parameters.")
+
+
+def _explain_swap_failures() -> None:
+    """Wrap Module._apply (under .to(), .ttnn(), .cpu(), .float(), ...) so PyTorch's bare "_apply(): Couldn't
+    swap LayerNorm.weight" (its cause: a use_count message) says why and what to do. Only that failure is
+    rewritten, once (the outermost of the recursive _apply calls sees a ParameterSwapError and lets it
+    through); everything else passes untouched."""
+    apply = torch.nn.Module._apply
+    if getattr(apply, "_ttnn_eager_wrapped", False):
+        return
+
+    @functools.wraps(apply)
+    def _apply(self, fn, recurse=True):
+        try:
+            return apply(self, fn, recurse)
+        except ParameterSwapError:
+            raise
+        except RuntimeError as err:
+            if not str(err).startswith("_apply(): Couldn't swap") or "use_count" not in str(err.__cause__):
+                raise
+            raise ParameterSwapError(_SWAP_HELP.format(err=err)) from err
+
+    _apply._ttnn_eager_wrapped = True
+    torch.nn.Module._apply = _apply
