@@ -9,7 +9,7 @@
     - composite ops kept whole for inference (linear, matmul, scaled_dot_product_attention, layer_norm):
       an AutogradPrivateUse1 kernel sends them to the backend whole when no input needs a gradient, and
       decomposes them (so autograd records their parts and gradients are right) when one does
-    - AutocastPrivateUse1 falls through (torch.autocast("ttnn") runs ops as they are)
+    - AutocastPrivateUse1: torch.autocast("cuda")'s kernels and lists (autocast.py); other ops fall through
     - torch.load(map_location="ttnn:N") keeps storages on the CPU (ttnn tensors have no storage; see tensor.py)
     - Module._apply's "Couldn't swap" failure (module.to("ttnn:0") while an autograd graph still holds a
       parameter) re-raised as ParameterSwapError, naming the cause and the fix
@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 
 import torch
+
+from . import autocast
 
 BACKEND = "ttnn"
 
@@ -101,6 +103,7 @@ def register(device_module, load_backend) -> None:
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
+    autocast.register(kernels)
     _libs.extend([fallback, kernels])
     _explain_swap_failures()
     # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
