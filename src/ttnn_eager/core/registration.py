@@ -11,6 +11,8 @@
       decomposes them (so autograd records their parts and gradients are right) when one does
     - AutocastPrivateUse1: torch.autocast("cuda")'s kernels and lists (autocast.py); other ops fall through
     - torch.load(map_location="ttnn:N") keeps storages on the CPU (ttnn tensors have no storage; see tensor.py)
+    - pin_memory() for the ttnn device: PyTorch's bare "register PrivateUse1HooksInterface" error re-raised
+      saying why it cannot work (pinned memory needs C++ hooks) and what to do
     - Module._apply's "Couldn't swap" failure (module.to("ttnn:0") while an autograd graph still holds a
       parameter) re-raised as ParameterSwapError, naming the cause and the fix
 """
@@ -106,6 +108,7 @@ def register(device_module, load_backend) -> None:
     autocast.register(kernels)
     _libs.extend([fallback, kernels])
     _explain_swap_failures()
+    _explain_pinned_memory()
     # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
     # deserializer for the device would allocate a ttnn storage, which does not exist (the process dies).
     # Storages stay on the CPU instead: a ttnn tensor is saved as its CPU value plus its device (tensor.py)
@@ -159,3 +162,31 @@ def _explain_swap_failures() -> None:
 
     _apply._ttnn_eager_wrapped = True
     torch.nn.Module._apply = _apply
+
+
+PINNED_MEMORY_HELP = (
+    "pinned memory is not available for the ttnn device: PyTorch asks the device's PrivateUse1 hooks for a "
+    "pinned-memory allocator (getPinnedMemoryAllocator), and a Python backend cannot provide one -- the hooks "
+    "class Python may subclass (torch._C._acc.PrivateUse1Hooks, torch 2.14) has only is_available, "
+    "has_primary_context and is_built. Leave pin_memory off (DataLoader(pin_memory=False), the default); "
+    "host-to-device copies with non_blocking=True are accepted (they run synchronously).")
+
+
+def _explain_pinned_memory() -> None:
+    """Wrap Tensor.pin_memory (DataLoader(pin_memory=True) calls it) so that pinning for the ttnn device
+    names the reason it cannot work; any other device, and any other error, pass through."""
+    pin = torch.Tensor.pin_memory
+    if getattr(pin, "_ttnn_eager_wrapped", False):
+        return
+
+    @functools.wraps(pin)
+    def pin_memory(self, *args, **kwargs):
+        try:
+            return pin(self, *args, **kwargs)
+        except NotImplementedError as err:
+            if "getPinnedMemoryAllocator" not in str(err):
+                raise
+            raise NotImplementedError(PINNED_MEMORY_HELP) from err
+
+    pin_memory._ttnn_eager_wrapped = True
+    torch.Tensor.pin_memory = pin_memory
