@@ -9,14 +9,20 @@
     - composite ops kept whole for inference (linear, matmul, scaled_dot_product_attention, layer_norm):
       an AutogradPrivateUse1 kernel sends them to the backend whole when no input needs a gradient, and
       decomposes them (so autograd records their parts and gradients are right) when one does
-    - AutocastPrivateUse1 falls through (torch.autocast("ttnn") runs ops as they are)
+    - AutocastPrivateUse1: torch.autocast("cuda")'s kernels and lists (autocast.py); other ops fall through
     - torch.load(map_location="ttnn:N") keeps storages on the CPU (ttnn tensors have no storage; see tensor.py)
+    - pin_memory() for the ttnn device: PyTorch's bare "register PrivateUse1HooksInterface" error re-raised
+      saying why it cannot work (pinned memory needs C++ hooks) and what to do
+    - Module._apply's "Couldn't swap" failure (module.to("ttnn:0") while an autograd graph still holds a
+      parameter) re-raised as ParameterSwapError, naming the cause and the fix
 """
 from __future__ import annotations
 
 import functools
 
 import torch
+
+from . import autocast
 
 BACKEND = "ttnn"
 
@@ -99,7 +105,10 @@ def register(device_module, load_backend) -> None:
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
+    autocast.register(kernels)
     _libs.extend([fallback, kernels])
+    _explain_swap_failures()
+    _explain_pinned_memory()
     # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
     # deserializer for the device would allocate a ttnn storage, which does not exist (the process dies).
     # Storages stay on the CPU instead: a ttnn tensor is saved as its CPU value plus its device (tensor.py)
@@ -115,3 +124,69 @@ def _keep_storage_on_cpu(storage, location: str):
     if location == BACKEND or location.startswith(BACKEND + ":"):
         return storage
     return None
+
+
+class ParameterSwapError(RuntimeError):
+    """module.to() could not swap a parameter for its moved copy: something else still references it."""
+
+
+_SWAP_HELP = (
+    "{err}: moving a module to or from a ttnn device swaps each parameter for its moved copy (ttnn tensors "
+    "are wrapper subclasses, which PyTorch moves with torch.utils.swap_tensors), and a swap needs the "
+    "parameter to be referenced by the module alone. Here something else still holds it -- most often the "
+    "autograd graph of an earlier forward whose output is still alive (computed with grad enabled, e.g. a "
+    "CPU reference). Fix: compute that forward under `with torch.no_grad():` (or torch.inference_mode()), "
+    "or drop its output (`del out`) before `.to(...)`; also create optimizers after the move, and do not "
+    "keep other references to the parameters.")
+
+
+def _explain_swap_failures() -> None:
+    """Wrap Module._apply (under .to(), .ttnn(), .cpu(), .float(), ...) so PyTorch's bare "_apply(): Couldn't
+    swap LayerNorm.weight" (its cause: a use_count message) says why and what to do. Only that failure is
+    rewritten, once (the outermost of the recursive _apply calls sees a ParameterSwapError and lets it
+    through); everything else passes untouched."""
+    apply = torch.nn.Module._apply
+    if getattr(apply, "_ttnn_eager_wrapped", False):
+        return
+
+    @functools.wraps(apply)
+    def _apply(self, fn, recurse=True):
+        try:
+            return apply(self, fn, recurse)
+        except ParameterSwapError:
+            raise
+        except RuntimeError as err:
+            if not str(err).startswith("_apply(): Couldn't swap") or "use_count" not in str(err.__cause__):
+                raise
+            raise ParameterSwapError(_SWAP_HELP.format(err=err)) from err
+
+    _apply._ttnn_eager_wrapped = True
+    torch.nn.Module._apply = _apply
+
+
+PINNED_MEMORY_HELP = (
+    "pinned memory is not available for the ttnn device: PyTorch asks the device's PrivateUse1 hooks for a "
+    "pinned-memory allocator (getPinnedMemoryAllocator), and a Python backend cannot provide one -- the hooks "
+    "class Python may subclass (torch._C._acc.PrivateUse1Hooks, torch 2.14) has only is_available, "
+    "has_primary_context and is_built. Leave pin_memory off (DataLoader(pin_memory=False), the default); "
+    "host-to-device copies with non_blocking=True are accepted (they run synchronously).")
+
+
+def _explain_pinned_memory() -> None:
+    """Wrap Tensor.pin_memory (DataLoader(pin_memory=True) calls it) so that pinning for the ttnn device
+    names the reason it cannot work; any other device, and any other error, pass through."""
+    pin = torch.Tensor.pin_memory
+    if getattr(pin, "_ttnn_eager_wrapped", False):
+        return
+
+    @functools.wraps(pin)
+    def pin_memory(self, *args, **kwargs):
+        try:
+            return pin(self, *args, **kwargs)
+        except NotImplementedError as err:
+            if "getPinnedMemoryAllocator" not in str(err):
+                raise
+            raise NotImplementedError(PINNED_MEMORY_HELP) from err
+
+    pin_memory._ttnn_eager_wrapped = True
+    torch.Tensor.pin_memory = pin_memory
