@@ -266,3 +266,51 @@ def test_routing_ops_of_a_mixture_of_experts_layer(tokens, experts, top, seed):
     check(lambda a, b, o: torch._grouped_mm(a, b, offs=o), x, w, offsets(counts))
     out = bf(tokens, 40, seed=seed + 2)
     check(lambda o, i, s: o.index_add(0, i, s), out, ids // experts % tokens, bf(tokens * top, 40, seed=seed + 3))
+
+
+# ----------------------------------------------------------------------------------------------- models
+MOE_FAMILIES = ["mixtral", "qwen3_moe"]
+
+
+@pytest.mark.parametrize("name", MOE_FAMILIES)
+def test_moe_forward_in_strict_mode(name):
+    """Router top-k, the experts' sort / histc / grouped matmul and the un-permute, all on ttnn:0."""
+    from ttnn_eager.tools import models
+    model, fam = models.build(name)
+    with ttnn_eager.strict():
+        r = models.compare_forward(model, fam)
+    assert r["pearson"] >= 0.999 and r["fallbacks"] == {}, r
+
+
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("name", MOE_FAMILIES)
+def test_moe_greedy_generate_equals_the_cpu(name, cache, restore_config):
+    """float32 storage, exact float32 arithmetic in the shadow (as tests/test_generation.py's families):
+    the CPU's tokens, strict mode, both caches."""
+    from ttnn_eager.tools import models
+    ttnn_eager.configure(shadow_numerics="exact", float32_storage="float32")
+    model, _ = models.build(name)
+    ids = models.prompt_ids(model.config.vocab_size)
+    r = models.compare_generate(model, ids, max_new_tokens=8, cache=cache, strict=True)
+    assert r["new_tokens"] == 8 and r["exact"], (r["tokens"], r["cpu_tokens"])
+    assert r["totals"]["fallbacks"] == 0 and r["min_step_logits_pearson"] > 0.99999
+
+
+def test_switch_transformers_forward():
+    """A tensor used as a dict key (f"expert_{idx}") and a column of nonzero() as an index: Switch
+    Transformers runs (its expert loop's nonzero / where are data-dependent: on the fallback, counted)."""
+    import copy
+    import transformers
+    cfg = transformers.SwitchTransformersConfig(
+        vocab_size=1024, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
+        num_experts=4, expert_capacity=64, num_sparse_encoder_layers=1, num_sparse_decoder_layers=1,
+        decoder_start_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.SwitchTransformersForConditionalGeneration(cfg).eval()
+    ids, dec = ints(2, 12, lo=3, hi=1000), ints(2, 5, lo=3, hi=1000, seed=1)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = model(input_ids=ids, decoder_input_ids=dec).logits
+        dev = copy.deepcopy(model).to(DEV)
+        out = dev(input_ids=ids.to(DEV), decoder_input_ids=dec.to(DEV)).logits.cpu()
+    assert pcc(out, ref) >= 0.999
