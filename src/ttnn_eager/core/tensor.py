@@ -46,6 +46,14 @@ class TtnnTensor(torch.Tensor):
         prefix = f"{type(self).__name__}("
         return "tensor(" + text[len(prefix):] if text.startswith(prefix) else text
 
+    def __format__(self, format_spec):
+        # torch.Tensor.__format__ formats a 0-d tensor as its number only when `type(self) is Tensor`: a
+        # wrapper subclass got its repr, so f"expert_{idx}" (Switch Transformers' module lookup) read
+        # "expert_tensor(0, device='ttnn:0')". Hashing is PyTorch's already (identity).
+        if self.dim() == 0:
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     # Tensor.tolist/numpy refuse wrapper subclasses: go through the CPU like a user would.
     def tolist(self):
         return self.cpu().tolist()
