@@ -39,7 +39,7 @@ def _inputs(seed=0):
 
 
 # name -> (function of the inputs dict, which inputs are given as bfloat16)
-CASES = {
+AUTOCAST_CASES = {  # (not CASES: tests/test_ops.py collects op cases of that name from every test file)
     # lower_precision_fp: float32 inputs give bfloat16
     "mm": (lambda x: x["a"] @ x["b"], ()),
     "matmul": (lambda x: torch.matmul(x["m3"], x["n3"]), ()),
@@ -101,13 +101,13 @@ DIFFERS_FROM_CPU = {"mv", "addmv", "exp", "log", "rsqrt", "pow", "softplus", "la
 
 
 def _run(device, name):
-    fn, bf16 = CASES[name]
+    fn, bf16 = AUTOCAST_CASES[name]
     x = {k: (v.to(BF) if k in bf16 else v).to(device) for k, v in _inputs().items()}
     with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=BF):
         return fn(x)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(AUTOCAST_CASES))
 def test_output_dtype_as_cuda_autocast(name):
     out = _run(DEV, name)
     assert out.device == torch.device(DEV)

@@ -198,13 +198,20 @@ def index_copy(x, d, index, source):
     d = dim(d, len(x.shape))
     if len(index.shape) > 1:
         raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got {})".format(len(index.shape)))
+    indices, source = _along(x, d, index, source, "index_copy_")
+    return index_put(x, indices, source)
+
+
+def _along(x, d: int, index, source, name: str):
+    """index_copy/index_add: the index_put indices of `index` along dim d (non-negative), and source in the
+    slice shape they write (PyTorch's error when source has another shape)."""
     expected = list(x.shape)
     if len(x.shape):
         expected[d] = index.shape.numel()
     if list(source.shape) != expected and source.shape.numel() != math.prod(expected):
-        raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+        raise RuntimeError(f"{name}(): Source/destination tensor must have same slice shapes. Destination "
                            f"slice shape: {expected} and source slice shape: {list(source.shape)}")
-    return index_put(x, [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected))
+    return [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected)
 
 
 @lowering(aten.index_add.default, ttnn=["multiply", "scatter_add"], needs=ANY,
@@ -214,16 +221,10 @@ def index_add(x, d, index, source, *, alpha=1):
     d = dim(d, len(x.shape))
     if len(index.shape) > 1:
         raise IndexError(f"index_add_(): Index is supposed to be a vector")
-    expected = list(x.shape)
-    if len(x.shape):
-        expected[d] = index.shape.numel()
-    if list(source.shape) != expected and source.shape.numel() != math.prod(expected):
-        raise RuntimeError(f"index_add_(): Source/destination tensor must have same slice shapes. Destination "
-                           f"slice shape: {expected} and source slice shape: {list(source.shape)}")
+    indices, source = _along(x, d, index, source, "index_add_")
     if alpha != 1:
         source = api.run("multiply", policy.ensure(source, TILE), alpha)
-    return index_put(x, [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected),
-                     accumulate=True)
+    return index_put(x, indices, source, accumulate=True)
 
 
 @lowering(aten.index_copy_.default, ttnn=["update_cache", "scatter"], needs={"source": TILE, "*": ANY},
