@@ -133,10 +133,13 @@ def device_properties(index: int) -> dict:
 # is not read on every op: the verbs that allocate (run, create, upload) add their results' element counts
 # to a tally (~0.2 us), and when it passes PEAK_SAMPLE_ELEMENTS the allocator is read (sample_peak) and the
 # tally restarts -- unless less than PEAK_READ_SPACING times the last reading's cost has passed since it
-# ended (reading then waits for the next op: readings take at most ~1/PEAK_READ_SPACING of host time). A
-# peak between two readings is missed by at most what was allocated between them. Every user query
-# (memory_allocated, memory_stats, ...) reads too.
+# ended (reading then waits for the next op: readings take at most ~1/PEAK_READ_SPACING of host time) or
+# the tally has passed PEAK_FORCE_ELEMENTS, which reads whatever the spacing says. A peak between two
+# readings is missed by at most what was allocated between them (less than PEAK_FORCE_ELEMENTS plus the
+# last result). Every user query (memory_allocated, memory_stats, ...) reads too; reset_peak restarts
+# both the tally and the spacing.
 PEAK_SAMPLE_ELEMENTS = 8 << 20  # 16 MiB of bfloat16, 32 MiB of float32
+PEAK_FORCE_ELEMENTS = 4 * PEAK_SAMPLE_ELEMENTS
 PEAK_READ_SPACING = 50
 _tally: dict = {}  # device index -> elements allocated by results since the last reading
 _peak: dict = {}   # device index -> the highest allocator reading since the last reset_peak
@@ -147,7 +150,7 @@ def _grew(index: int, elements: int) -> None:
     n = _tally.get(index, 0) + elements
     if n >= PEAK_SAMPLE_ELEMENTS:
         start = time.perf_counter()
-        if start >= _next_read[0]:
+        if start >= _next_read[0] or n >= PEAK_FORCE_ELEMENTS:
             sample_peak(index)
             end = time.perf_counter()
             _next_read[0] = end + PEAK_READ_SPACING * (end - start)
@@ -172,6 +175,7 @@ def peak_allocated(index: int) -> int:
 def reset_peak(index: int) -> None:
     _peak[index] = 0
     _tally[index] = 0
+    _next_read[0] = 0.0
     sample_peak(index)
 
 
