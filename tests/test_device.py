@@ -241,6 +241,94 @@ def test_mock_devices(kind, name):
     assert err < 0.02 * scale
 
 
+@pytest.mark.parametrize("kind,arch,grid,capability", [("mock-blackhole", "BLACKHOLE", (11, 10), (3, 0)),
+                                                        ("mock-wormhole", "WORMHOLE_B0", (8, 8), (2, 0))])
+def test_device_properties_are_what_ttnn_reports(kind, arch, grid, capability):
+    code = ("import torch\np = torch.ttnn.get_device_properties('ttnn:0')\n"
+            "print(p.architecture, p.core_grid, p.multi_processor_count, torch.ttnn.get_device_capability(0), "
+            "p.total_memory == torch.ttnn.mem_get_info()[1], p.l1_size == p.l1_size_per_core * p.multi_processor_count, "
+            "p.name == torch.ttnn.get_device_name(), p.l1_size_per_core > 1 << 20)")
+    r = run_python(code, env={"TTNN_EAGER_DEVICE": kind})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == (
+        f"{arch} {grid} {grid[0] * grid[1]} {capability} True True True True")
+
+
+def test_device_api_signatures_match_torch_cuda():
+    import inspect
+    names = ["get_device_properties", "get_device_capability", "is_bf16_supported", "max_memory_allocated",
+             "reset_peak_memory_stats", "reset_max_memory_allocated", "memory_allocated", "memory_reserved",
+             "max_memory_reserved", "memory_stats", "memory_summary", "mem_get_info", "empty_cache", "seed",
+             "seed_all", "init", "manual_seed", "manual_seed_all", "initial_seed", "get_rng_state",
+             "set_rng_state", "synchronize", "device_count", "current_device", "set_device", "is_available"]
+    for name in names:
+        ours = inspect.signature(getattr(torch.ttnn, name)).parameters
+        theirs = inspect.signature(getattr(torch.cuda, name)).parameters
+        assert list(ours) == list(theirs), name
+        defaults = [{"cuda": "ttnn"}.get(p.default, p.default) for p in theirs.values()]
+        assert [p.default for p in ours.values()] == defaults, name
+
+
+def test_peak_memory_is_sampled_from_ttnns_allocator(monkeypatch):
+    """max_memory_allocated sees a peak made and freed inside a chain of ops (x * 2 + 1 holds three 32 MiB
+    tensors at once); reset_peak_memory_stats restarts it from what is allocated now. The readings' time
+    spacing is made endless here, so the peak is seen by the reading forced when the tally passes
+    PEAK_FORCE_ELEMENTS, whatever the machine's speed (CI once missed it inside a spacing window)."""
+    from ttnn_eager.device import api
+    monkeypatch.setattr(api, "PEAK_READ_SPACING", 1e9)
+    gc.collect()
+    torch.ttnn.reset_peak_memory_stats()
+    base = torch.ttnn.memory_allocated()
+    assert torch.ttnn.max_memory_allocated() == base
+    x = torch.randn(4096, 4096).to(DEV)            # bfloat16 on the device: 32 MiB
+    one = torch.ttnn.memory_allocated() - base
+    assert 32 << 20 <= one <= 1.01 * (32 << 20)
+    y = x * 2 + 1                                 # x, x * 2 and the sum are live at once
+    del x
+    gc.collect()
+    assert torch.ttnn.memory_allocated() - base == one
+    assert torch.ttnn.max_memory_allocated() - base >= 3 * one
+    assert torch.ttnn.max_memory_reserved() == torch.ttnn.max_memory_allocated()
+    del y
+    gc.collect()
+    assert torch.ttnn.memory_allocated() == base == torch.ttnn.memory_reserved()
+    torch.ttnn.reset_peak_memory_stats()
+    assert torch.ttnn.max_memory_allocated() == base
+
+
+def test_memory_stats_and_summary():
+    x = torch.randn(1024, 1024).to(DEV)
+    stats = torch.ttnn.memory_stats()
+    assert stats["allocated_bytes.all.current"] == torch.ttnn.memory_allocated() > 0
+    assert stats["allocated_bytes.all.peak"] >= stats["allocated_bytes.all.current"]
+    assert stats["dram.allocated_bytes"] + stats["l1.allocated_bytes"] == stats["allocated_bytes.all.current"]
+    assert stats["dram.banks"] * stats["dram.bank_bytes"] == torch.ttnn.mem_get_info()[1]
+    assert stats["allocation.all.current"] >= 1 and stats["num_ooms"] == 0
+    summary = torch.ttnn.memory_summary()
+    assert "dram" in summary and "l1_small" in summary and "Wormhole n150 (mock)" in summary
+    torch.ttnn.empty_cache()
+    assert torch.ttnn.memory_allocated() == stats["allocated_bytes.all.current"]  # nothing cached to free
+    del x
+
+
+def test_seed_init_bf16_and_default_generators():
+    torch.ttnn.init()
+    assert torch.ttnn.is_initialized() and torch.ttnn.is_bf16_supported()
+    gens = torch.ttnn.default_generators
+    assert isinstance(gens, tuple) and len(gens) == torch.ttnn.device_count()
+    assert gens[0].device == torch.device(DEV)
+    gens[0].manual_seed(1234)
+    assert torch.ttnn.initial_seed() == 1234 == gens[0].initial_seed()
+    x = torch.ones(64, 64).to(DEV)
+    state = gens[0].get_state()
+    first = torch.nn.functional.dropout(x, 0.5).cpu()
+    gens[0].set_state(state)
+    assert torch.equal(torch.nn.functional.dropout(x, 0.5).cpu(), first)
+    torch.ttnn.seed()
+    assert torch.ttnn.initial_seed() != 1234
+    torch.ttnn.seed_all()
+
+
 def test_rng_state_saves_and_restores_the_device_generator():
     """torch.ttnn.get_rng_state / set_rng_state (torch.cuda's API; torch.random.fork_rng and torch.testing
     use them): restoring a state repeats the device's dropout masks; a malformed state is refused."""
@@ -282,3 +370,53 @@ def test_save_pretrained_from_the_device_and_reload_on_the_cpu(tmp_path):
     assert set(got) == set(expected)
     assert all(torch.equal(got[k], expected[k]) for k in expected)
     assert back.lm_head.weight is back.transformer.wte.weight
+
+
+@pytest.mark.skipif(bool(__import__("glob").glob("/dev/tenstorrent/*")), reason="a card is present")
+def test_hardware_without_a_card_says_what_to_set():
+    r = run_python("import torch\nprint(torch.ttnn.is_available())\ntorch.ones(2).to('ttnn:0')",
+                   env={"TTNN_EAGER_DEVICE": "hardware"})
+    assert r.returncode != 0 and r.stdout.strip() == "False"
+    assert "TTNN_EAGER_DEVICE=hardware, but no Tenstorrent card" in r.stderr
+    assert "mock-wormhole" in r.stderr and "TTNN_EAGER_DEVICE=auto" in r.stderr
+    assert "No chips detected" not in r.stderr  # stopped before ttnn was asked
+
+
+def test_module_to_with_a_live_autograd_graph_names_the_cause_and_the_fix():
+    """A CPU forward with grad enabled whose output is kept holds LayerNorm.weight in its graph: PyTorch's
+    bare "Couldn't swap" becomes ParameterSwapError naming the cause and the fix, and the fix works."""
+    from ttnn_eager.core.registration import ParameterSwapError
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    out = model(torch.randn(2, 8))
+    with pytest.raises(ParameterSwapError, match=r"Couldn't swap LayerNorm.weight: .*autograd graph.*"
+                                                 r"torch.no_grad\(\).*del out") as info:
+        model.to(DEV)
+    assert "use_count" in str(info.value.__cause__.__cause__)  # PyTorch's own errors stay chained
+    del out
+    model.to(DEV)
+    assert all(p.device == torch.device(DEV) for p in model.parameters())
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    with torch.no_grad():
+        kept = fresh(torch.randn(2, 8))
+    fresh.to(DEV)  # a no_grad reference holds no graph
+    assert kept.shape == (2, 8) and fresh[1].weight.device == torch.device(DEV)
+    with pytest.raises(TypeError):  # other failures of Module._apply pass through unchanged
+        fresh.to(object())
+
+
+def test_pinned_memory_says_why_it_cannot_work_and_non_blocking_copies_run():
+    """PyTorch asks a device's C++ PrivateUse1 hooks for a pinned-memory allocator; a Python backend cannot
+    provide one (torch._C._acc.PrivateUse1Hooks has no such method): pin_memory() and DataLoader(pin_memory=True)
+    say so. This test fails, as it should, once PyTorch lets Python provide the allocator."""
+    assert not hasattr(torch._C._acc.PrivateUse1Hooks, "get_pinned_memory_allocator")
+    with pytest.raises(NotImplementedError, match="pinned memory is not available for the ttnn device"):
+        torch.randn(3).pin_memory()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4, 2)), batch_size=2,
+                                         pin_memory=True, pin_memory_device="ttnn")
+    import warnings
+    with warnings.catch_warnings(), pytest.raises(NotImplementedError, match="Leave pin_memory off"):
+        warnings.simplefilter("ignore")  # (pin_memory_device's deprecation notice)
+        next(iter(loader))
+    x = torch.randn(3, 5)
+    assert torch.equal(x.to(DEV, non_blocking=True).cpu(), x.to(torch.bfloat16).float())

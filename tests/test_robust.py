@@ -375,7 +375,23 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                               aten.log_sigmoid_backward(x, x, aten.log_sigmoid_forward(x)[1]),  # (each device's own buffer)
                               *_losses(x.reshape(-1, _last(x.shape)) if x.dim() else x.reshape(1, 1), i)),
     "writes": lambda x, i: _writes(x, i),
+    "moe": lambda x, i: _moe(x, i),
 }
+
+
+def _moe(x, i):
+    """A mixture-of-experts layer's routing ops (tests/test_moe.py): sort of ids, histc, bincount, grouped
+    matmul by offsets, index_add."""
+    ids = i.flatten().abs() % 4
+    rows = ids.numel()
+    offs = torch.bincount(ids, minlength=4).cumsum(0).to(torch.int32)
+    a = (x.flatten()[:, None] * torch.ones(1, 32, device=x.device)).contiguous()
+    w = torch.ones(4, 32, 8, device=x.device)
+    return (*torch.sort(i, stable=True), *torch.sort(i > 0, descending=True, stable=True), torch.histc(x, 5, -1, 1),
+            torch.histc(i.float(), 4, -3, 3), torch.bincount(ids), torch.bincount(ids, x.flatten().abs(), 4),
+            torch._grouped_mm(a, w, offs=offs) if rows else a,
+            x.index_add(0, ids % x.shape[0], x.flatten()[:rows, None].expand(rows, *x.shape[1:]) if x.dim() > 1 else
+                        x.flatten()) if x.dim() and x.shape[0] else x)
 
 
 def _image(x):

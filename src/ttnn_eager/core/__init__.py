@@ -11,6 +11,7 @@
     layout.py          the policy: ROW_MAJOR vs TILE, device dtypes, compute-kernel configs, cached weights
     capture.py         what the core and the lowerings tell a graph capture (features/graphs.py implements it)
     generator.py       the device-side random generator (seed and draw counter)
+    autocast.py        torch.autocast("ttnn"): torch.autocast("cuda")'s lists as AutocastPrivateUse1 kernels
 
 Imports: the device layer (device/), config and counters; never a lowering, a feature or a tool (the
 package root wires the lowerings in: registration.register's load_backend).

@@ -492,7 +492,10 @@ def fallback(func, args, kwargs, reason: str = ""):
         return x
 
     cpu_args, cpu_kwargs = tree_map(to_cpu, (args, kwargs))
-    out = func(*cpu_args, **cpu_kwargs)
+    try:
+        out = func(*cpu_args, **cpu_kwargs)
+    except NotImplementedError as err:  # a kernel the CPU lacks for this dtype (histc of int32)
+        out = _widened(func, cpu_args, cpu_kwargs, err)
     aliases = {ri: (where, name) for ri, where, name, is_write in _aliases(func) if is_write}
     views = {where for ri, where, name, is_write in _aliases(func) if not is_write}
     single = not isinstance(out, (list, tuple))
@@ -518,6 +521,57 @@ def fallback(func, args, kwargs, reason: str = ""):
             else:
                 outs[i] = new_tensor(h)
     return outs[0] if single else type(out)(outs)
+
+
+# Note [fallback dtypes]
+# The fallback hands the CPU kernel the dtypes PyTorch sees (download gives each tensor its torch dtype: an
+# int64 stored as int32 comes back int64, bool stays bool). Some CPU kernels lack dtypes that accelerator
+# kernels have: `histc` of an int32 tensor works on CUDA and fails on the CPU ("histogram_cpu" not implemented
+# for 'Int'), and transformers' mixture-of-experts layers call exactly that on every non-CPU device
+# (`expert_ids.int()` unless the device is the CPU). Such a call is run once more with the named dtype's
+# tensors widened to one the CPU kernel has and that holds their values exactly (integers and bool as int64,
+# then float64; float16/bfloat16 as float32), and each output is cast back to the dtype the op gives for the
+# original dtypes (its meta kernel's answer): the result is the accelerator's, not an error.
+_DTYPE_NAMES = {"Int": torch.int32, "Long": torch.int64, "Short": torch.int16, "Char": torch.int8,
+                "Byte": torch.uint8, "Bool": torch.bool, "Half": torch.float16, "BFloat16": torch.bfloat16}
+_WIDER = {torch.float16: (torch.float32,), torch.bfloat16: (torch.float32,)}  # else (int64, float64)
+
+
+def _widened(func, cpu_args, cpu_kwargs, err: NotImplementedError):
+    """`func` on the CPU with the tensors of the dtype its kernel lacks widened (Note [fallback dtypes])."""
+    import re
+    found = re.search(r"not implemented for '(\w+)'", str(err))
+    narrow = _DTYPE_NAMES.get(found.group(1)) if found else None
+    if narrow is None:
+        raise err
+    try:
+        meta = func(*tree_map(_meta_of, cpu_args), **tree_map(_meta_of, cpu_kwargs))
+        want = [o.dtype if isinstance(o, torch.Tensor) else None
+                for o in (meta if isinstance(meta, (list, tuple)) else (meta,))]
+    except Exception:  # noqa: BLE001  (no meta kernel: outputs of the widened dtype go back to the narrow one)
+        want = None
+    for wide in _WIDER.get(narrow, (torch.int64, torch.float64)):
+        if wide == narrow:
+            continue
+        def widen(x):
+            return x.to(wide) if isinstance(x, torch.Tensor) and x.dtype == narrow else x
+        try:
+            out = func(*tree_map(widen, cpu_args), **tree_map(widen, cpu_kwargs))
+        except NotImplementedError:
+            continue
+        single = not isinstance(out, (list, tuple))
+        outs = [out] if single else list(out)
+        for i, o in enumerate(outs):
+            if isinstance(o, torch.Tensor):
+                dtype = want[i] if want is not None and i < len(want) and want[i] is not None else \
+                    (narrow if o.dtype == wide else o.dtype)
+                outs[i] = o.to(dtype)
+        return outs[0] if single else type(out)(outs)
+    raise err
+
+
+def _meta_of(x):
+    return torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
 
 
 @functools.lru_cache(maxsize=None)

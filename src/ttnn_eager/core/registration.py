@@ -9,14 +9,22 @@
     - composite ops kept whole for inference (linear, matmul, scaled_dot_product_attention, layer_norm):
       an AutogradPrivateUse1 kernel sends them to the backend whole when no input needs a gradient, and
       decomposes them (so autograd records their parts and gradients are right) when one does
-    - AutocastPrivateUse1 falls through (torch.autocast("ttnn") runs ops as they are)
-    - torch.load(map_location="ttnn:N") keeps storages on the CPU (ttnn tensors have no storage; see tensor.py)
+    - AutocastPrivateUse1: torch.autocast("cuda")'s kernels and lists (autocast.py); other ops fall through
+    - torch.load(map_location="ttnn:N") keeps storages on the CPU (PyTorch cannot allocate a ttnn storage; see tensor.py)
+    - pin_memory() for the ttnn device: PyTorch's bare "register PrivateUse1HooksInterface" error re-raised
+      saying why it cannot work (pinned memory needs C++ hooks) and what to do
+    - Module._apply: a conversion involving a ttnn device swaps tensors (Parameter identity and ties kept);
+      a failed swap (module.to("ttnn:0") while an autograd graph still holds a parameter) is re-raised as
+      ParameterSwapError, naming the cause and the fix
 """
 from __future__ import annotations
 
 import functools
+import itertools
 
 import torch
+
+from . import autocast
 
 BACKEND = "ttnn"
 
@@ -168,7 +176,10 @@ def register(device_module, load_backend) -> None:
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
+    autocast.register(kernels)
     _libs.extend([fallback, kernels])
+    _patch_module_apply()
+    _explain_pinned_memory()
     # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
     # deserializer for the device would allocate a ttnn storage, which does not exist (the process dies).
     # Storages stay on the CPU instead: a ttnn tensor is saved as its CPU value plus its device (tensor.py)
@@ -184,3 +195,89 @@ def _keep_storage_on_cpu(storage, location: str):
     if location == BACKEND or location.startswith(BACKEND + ":"):
         return storage
     return None
+
+
+class ParameterSwapError(RuntimeError):
+    """module.to() could not swap a parameter for its moved copy: something else still references it."""
+
+
+_SWAP_HELP = (
+    "{err}: moving a module to or from a ttnn device swaps each parameter for its moved copy "
+    "(torch.utils.swap_tensors, which keeps Parameter identity and tied weights), and a swap needs the "
+    "parameter to be referenced by the module alone. Here something else still holds it -- most often the "
+    "autograd graph of an earlier forward whose output is still alive (computed with grad enabled, e.g. a "
+    "CPU reference). Fix: compute that forward under `with torch.no_grad():` (or torch.inference_mode()), "
+    "or drop its output (`del out`) before `.to(...)`; also create optimizers after the move, and do not "
+    "keep other references to the parameters.")
+
+
+def _patch_module_apply() -> None:
+    """Module.to("ttnn:0") (and back, and dtype conversions on the device) keeps Parameter identity, so tied
+    weights stay tied and references held elsewhere (optimizers, hooks) see the moved tensors: PyTorch swaps
+    the tensors (torch.utils.swap_tensors) where torch.__future__.set_swap_module_params_on_conversion(True)
+    says so. A plain PrivateUse1 tensor is no "compatible shallow-copy type" of a CPU tensor (PyTorch's dense
+    backends only), so without the swap `param.data = ...` is not used, new Parameters are made and ties
+    break silently. The flag is PyTorch-global: it is set only for the duration of a conversion that
+    involves a ttnn device (a parameter or buffer on one, or a conversion to one).
+
+    A swap fails when something else holds the parameter; PyTorch's bare "_apply(): Couldn't swap
+    LayerNorm.weight" (its cause: a use_count message) becomes a ParameterSwapError saying why and what to
+    do, once (the outermost of the recursive _apply calls sees a ParameterSwapError and lets it through)."""
+    M = torch.nn.Module
+    if getattr(M._apply, "_ttnn_eager_wrapped", False):
+        return
+    apply = M._apply
+
+    def swapped(self, fn, recurse):
+        from . import tensor
+        future = torch.__future__
+        if future.get_swap_module_params_on_conversion() or not (
+                tensor.names_ttnn(fn) or any(tensor.is_ttnn(t) for t in itertools.chain(self.parameters(), self.buffers()))):
+            return apply(self, fn, recurse)
+        future.set_swap_module_params_on_conversion(True)
+        try:
+            return apply(self, fn, recurse)
+        finally:
+            future.set_swap_module_params_on_conversion(False)
+
+    @functools.wraps(apply)
+    def _apply(self, fn, recurse=True):
+        try:
+            return swapped(self, fn, recurse)
+        except ParameterSwapError:
+            raise
+        except RuntimeError as err:
+            if not str(err).startswith("_apply(): Couldn't swap") or "use_count" not in str(err.__cause__):
+                raise
+            raise ParameterSwapError(_SWAP_HELP.format(err=err)) from err
+
+    _apply._ttnn_eager_wrapped = True
+    M._apply = _apply
+
+
+PINNED_MEMORY_HELP = (
+    "pinned memory is not available for the ttnn device: PyTorch asks the device's PrivateUse1 hooks for a "
+    "pinned-memory allocator (getPinnedMemoryAllocator), and a Python backend cannot provide one -- the hooks "
+    "class Python may subclass (torch._C._acc.PrivateUse1Hooks, torch 2.14) has only is_available, "
+    "has_primary_context and is_built. Leave pin_memory off (DataLoader(pin_memory=False), the default); "
+    "host-to-device copies with non_blocking=True are accepted (they run synchronously).")
+
+
+def _explain_pinned_memory() -> None:
+    """Wrap Tensor.pin_memory (DataLoader(pin_memory=True) calls it) so that pinning for the ttnn device
+    names the reason it cannot work; any other device, and any other error, pass through."""
+    pin = torch.Tensor.pin_memory
+    if getattr(pin, "_ttnn_eager_wrapped", False):
+        return
+
+    @functools.wraps(pin)
+    def pin_memory(self, *args, **kwargs):
+        try:
+            return pin(self, *args, **kwargs)
+        except NotImplementedError as err:
+            if "getPinnedMemoryAllocator" not in str(err):
+                raise
+            raise NotImplementedError(PINNED_MEMORY_HELP) from err
+
+    pin_memory._ttnn_eager_wrapped = True
+    torch.Tensor.pin_memory = pin_memory

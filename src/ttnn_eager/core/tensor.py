@@ -304,7 +304,7 @@ def _patch_repr() -> None:
     ts._tensor_str = _tensor_str
 
 
-def _names_ttnn(fn) -> bool:
+def names_ttnn(fn) -> bool:
     """fn (Module._apply's conversion: Module.to's `convert`, Module.ttnn's lambda) names a ttnn device."""
     for cell in getattr(fn, "__closure__", None) or ():
         try:
@@ -316,34 +316,6 @@ def _names_ttnn(fn) -> bool:
     return False
 
 
-def _patch_module_apply() -> None:
-    """Module.to("ttnn:0") (and back, and dtype conversions on the device) keeps Parameter identity, so tied
-    weights stay tied and references held elsewhere (optimizers, hooks) see the moved tensors: PyTorch swaps
-    the tensors (torch.utils.swap_tensors) where torch.__future__.set_swap_module_params_on_conversion(True)
-    says so. A plain PrivateUse1 tensor is no "compatible shallow-copy type" of a CPU tensor (PyTorch's dense
-    backends only), so without the swap `param.data = ...` is not used, new Parameters are made and ties
-    break silently. The flag is PyTorch-global: it is set only for the duration of a conversion that
-    involves a ttnn device (a parameter or buffer on one, or a conversion to one)."""
-    M = torch.nn.Module
-    if getattr(M._apply, "_ttnn_patched", False):
-        return
-    orig = M._apply
-
-    def _apply(self, fn, recurse=True):
-        future = torch.__future__
-        if future.get_swap_module_params_on_conversion() or not (
-                _names_ttnn(fn) or any(is_ttnn(t) for t in itertools.chain(self.parameters(), self.buffers()))):
-            return orig(self, fn, recurse)
-        future.set_swap_module_params_on_conversion(True)
-        try:
-            return orig(self, fn, recurse)
-        finally:
-            future.set_swap_module_params_on_conversion(False)
-    _apply._ttnn_patched = True
-    M._apply = _apply
-
-
 _patch_storage()
 _patch_reduce()
 _patch_repr()
-_patch_module_apply()

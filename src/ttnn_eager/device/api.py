@@ -29,6 +29,7 @@ import atexit
 import functools
 import math
 import sys
+import time
 
 import torch
 
@@ -100,6 +101,82 @@ def memory_allocated(index: int) -> int:
 def memory_capacity(index: int) -> int:
     view = ttnn.get_memory_view(device(index), ttnn.BufferType.DRAM)
     return view.total_bytes_per_bank * view.num_banks
+
+
+def memory_views(index: int) -> dict:
+    """ttnn's allocator, per buffer type ("dram", "l1", "l1_small"): banks, bytes per bank, allocated and free
+    bytes (all banks), the largest free block (per bank)."""
+    dev, views = device(index), {}
+    for name, kind in (("dram", ttnn.BufferType.DRAM), ("l1", ttnn.BufferType.L1),
+                       ("l1_small", ttnn.BufferType.L1_SMALL)):
+        v = ttnn.get_memory_view(dev, kind)
+        views[name] = {"banks": v.num_banks, "bank_bytes": v.total_bytes_per_bank,
+                       "allocated_bytes": v.total_bytes_allocated_per_bank * v.num_banks,
+                       "free_bytes": v.total_bytes_free_per_bank * v.num_banks,
+                       "largest_free_block": v.largest_contiguous_bytes_free_per_bank,
+                       "blocks": sum(1 for b in v.block_table if b.get("allocated") == "yes")}
+    return views
+
+
+def device_properties(index: int) -> dict:
+    """What ttnn reports of device `index`: its name, architecture, compute core grid and memories."""
+    dev, views = device(index), memory_views(index)
+    grid = dev.compute_with_storage_grid_size()
+    return {"name": device_name(index), "arch": dev.arch().name, "core_grid": (grid.x, grid.y),
+            "dram_banks": views["dram"]["banks"], "dram_bytes": views["dram"]["banks"] * views["dram"]["bank_bytes"],
+            "l1_banks": views["l1"]["banks"], "l1_bytes_per_bank": views["l1"]["bank_bytes"],
+            "l1_small_bytes_per_bank": views["l1_small"]["bank_bytes"]}
+
+
+# Peak tracking (torch.ttnn.max_memory_allocated). Reading ttnn's allocator costs ~15 us on an empty device
+# and ~3 ms with a bert-large's 400 buffers (both memories' block tables are rebuilt on every read), so it
+# is not read on every op: the verbs that allocate (run, create, upload) add their results' element counts
+# to a tally (~0.2 us), and when it passes PEAK_SAMPLE_ELEMENTS the allocator is read (sample_peak) and the
+# tally restarts -- unless less than PEAK_READ_SPACING times the last reading's cost has passed since it
+# ended (reading then waits for the next op: readings take at most ~1/PEAK_READ_SPACING of host time) or
+# the tally has passed PEAK_FORCE_ELEMENTS, which reads whatever the spacing says. A peak between two
+# readings is missed by at most what was allocated between them (less than PEAK_FORCE_ELEMENTS plus the
+# last result). Every user query (memory_allocated, memory_stats, ...) reads too; reset_peak restarts
+# both the tally and the spacing.
+PEAK_SAMPLE_ELEMENTS = 8 << 20  # 16 MiB of bfloat16, 32 MiB of float32
+PEAK_FORCE_ELEMENTS = 4 * PEAK_SAMPLE_ELEMENTS
+PEAK_READ_SPACING = 50
+_tally: dict = {}  # device index -> elements allocated by results since the last reading
+_peak: dict = {}   # device index -> the highest allocator reading since the last reset_peak
+_next_read = [0.0]  # perf_counter() before which no tally-triggered reading is made
+
+
+def _grew(index: int, elements: int) -> None:
+    n = _tally.get(index, 0) + elements
+    if n >= PEAK_SAMPLE_ELEMENTS:
+        start = time.perf_counter()
+        if start >= _next_read[0] or n >= PEAK_FORCE_ELEMENTS:
+            sample_peak(index)
+            end = time.perf_counter()
+            _next_read[0] = end + PEAK_READ_SPACING * (end - start)
+            n = 0
+    _tally[index] = n
+
+
+def sample_peak(index: int) -> int:
+    """Read ttnn's allocator (memory_allocated) and raise the recorded peak to it; returns the reading."""
+    now = memory_allocated(index)
+    if now > _peak.get(index, 0):
+        _peak[index] = now
+    return now
+
+
+def peak_allocated(index: int) -> int:
+    """The highest allocator reading since the device opened or reset_peak (this call reads it too)."""
+    sample_peak(index)
+    return _peak[index]
+
+
+def reset_peak(index: int) -> None:
+    _peak[index] = 0
+    _tally[index] = 0
+    _next_read[0] = 0.0
+    sample_peak(index)
 
 
 def program_cache_entries(index: int) -> int:
@@ -215,6 +292,7 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
     with _OutOfMemoryGuard(index, f"a {tuple(value.shape)} tensor from the host"):
         tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
+    _grew(index, src.numel())
     h = Handle(tt, BACKEND.stored(src, tt_dtype), dtype or value.dtype, value.shape, index, bounds)
     if recording is not None:
         recording.on_upload(h)
@@ -261,6 +339,7 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
             shape = first.shape
         result = Handle(out, value, dtype, shape, first.index)
         result.root = _shared_buffer(out, args)
+        _grew(first.index, shape.numel())
     else:
         values = BACKEND.values(op, args, kwargs, out)
         result = [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
@@ -361,6 +440,7 @@ def create(op: str, args: tuple, tt_dtype, layout, index: int, dtype: torch.dtyp
         out = _resolve(op)(*args, dtype=tt_dtype, layout=layout, device=device(index), **kwargs)
     _count(op)
     h = Handle(out, BACKEND.created(op, args, tt_dtype, kwargs, out), dtype, shape_of(out), index)
+    _grew(index, h.shape.numel())
     if recording is not None:
         recording.on_create(op, args, tt_dtype, layout, kwargs, h)
     return h

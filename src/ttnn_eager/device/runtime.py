@@ -94,6 +94,13 @@ def get() -> Runtime:
                 print("ttnn_eager: no Tenstorrent card found; using a mock Wormhole n150 device "
                       "(set TTNN_EAGER_DEVICE to choose)", file=sys.stderr)
         if mode == "hardware":
+            if not hardware_present():  # before ttnn is asked: it would stop in "No chips detected"
+                raise RuntimeError(
+                    "TTNN_EAGER_DEVICE=hardware, but no Tenstorrent card is visible to this process "
+                    "(/dev/tenstorrent/ has no device). Set TTNN_EAGER_DEVICE=auto (a card when one is "
+                    "found, else a mock device), or mock-wormhole, mock-blackhole or mock-n300 to run on a "
+                    "mock device; on a machine with a card, check its driver (tt-kmd) and the device's "
+                    "permissions.")
             _runtime = Runtime(mode, "")
         else:
             _prepare_mock(mode)

@@ -89,7 +89,134 @@ def get_device_name(device=None) -> str:
 
 def memory_allocated(device=None) -> int:
     """Bytes of device memory (DRAM and L1) held by tensors, from ttnn's own allocator."""
-    return _api().memory_allocated(_index(device))
+    return _api().sample_peak(_index(device))
+
+
+def max_memory_allocated(device=None) -> int:
+    """The peak of memory_allocated since the device opened or reset_peak_memory_stats. ttnn's allocator is
+    read whenever 8M elements of results have been allocated since the last reading, at most ~2% of host
+    time (reading it on every op would cost milliseconds: device/api.py), and at every memory query; a
+    peak between two readings is missed by at most what was allocated between them."""
+    return _api().peak_allocated(_index(device))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Restart max_memory_allocated (and max_memory_reserved) from what is allocated now."""
+    _api().reset_peak(_index(device))
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes held for tensors. ttnn's allocator returns a buffer to the device when its tensor dies (there
+    is no caching allocator, unlike CUDA's), so this equals memory_allocated."""
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def empty_cache() -> None:
+    """Nothing to release: ttnn frees device buffers when their tensors die (no cache holds freed memory).
+    Accepted for torch.cuda compatibility."""
+
+
+def memory_stats(device=None) -> dict:
+    """torch.cuda.memory_stats' keys that apply ("allocated_bytes.all.current"/".peak", "reserved_bytes.*",
+    "active_bytes.*", "num_alloc_retries", "num_ooms") from ttnn's allocator, plus its own view per memory
+    ("dram.allocated_bytes", "l1.free_bytes", "dram.largest_free_block", ...)."""
+    api = _api()
+    index = _index(device)
+    views = api.memory_views(index)
+    current = api.sample_peak(index)
+    peak = api.peak_allocated(index)
+    stats = {}
+    for kind in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+        stats[f"{kind}.all.current"] = current
+        stats[f"{kind}.all.peak"] = peak
+    stats["allocation.all.current"] = sum(v["blocks"] for v in views.values())
+    stats["num_alloc_retries"] = 0
+    stats["num_ooms"] = 0
+    for name, view in views.items():
+        for key, value in view.items():
+            stats[f"{name}.{key}"] = value
+    return dict(sorted(stats.items()))
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A printable table of memory_stats (torch.cuda.memory_summary's purpose; its own layout)."""
+    index = _index(device)
+    stats = memory_stats(index)
+    mib = 2.0 ** 20
+    lines = [f"ttnn:{index} ({get_device_name(index)}) memory summary", "",
+             f"{'':<12}{'allocated':>16}{'free':>16}{'largest free':>16}{'banks':>8}"]
+    for name in ("dram", "l1", "l1_small"):
+        lines.append(f"{name:<12}{stats[name + '.allocated_bytes'] / mib:>12,.1f} MiB"
+                     f"{stats[name + '.free_bytes'] / mib:>12,.1f} MiB"
+                     f"{stats[name + '.largest_free_block'] / mib:>12,.2f} MiB{stats[name + '.banks']:>8}")
+    lines += ["", f"allocated now: {stats['allocated_bytes.all.current'] / mib:,.1f} MiB, "
+              f"peak: {stats['allocated_bytes.all.peak'] / mib:,.1f} MiB, "
+              f"buffers: {stats['allocation.all.current']}"]
+    if not abbreviated:
+        lines.append("reserved == allocated: ttnn frees a buffer when its tensor dies (no caching allocator)")
+    return "\n".join(lines) + "\n"
+
+
+class _TtnnDeviceProperties:
+    """What get_device_properties returns (torch.cuda's _CudaDeviceProperties' names where they apply)."""
+
+    def __init__(self, p: dict):
+        self.name = p["name"]
+        self.architecture = p["arch"]                     # e.g. "WORMHOLE_B0", "BLACKHOLE"
+        self.major, self.minor = _CAPABILITY.get(p["arch"], (0, 0))
+        self.core_grid = p["core_grid"]                   # (x, y) compute cores
+        self.multi_processor_count = p["core_grid"][0] * p["core_grid"][1]
+        self.total_memory = p["dram_bytes"]               # DRAM, bytes
+        self.dram_banks = p["dram_banks"]
+        self.l1_size_per_core = p["l1_bytes_per_bank"]    # L1 SRAM banks: one per core
+        self.l1_size = p["l1_bytes_per_bank"] * p["l1_banks"]
+        self.l1_small_size_per_core = p["l1_small_bytes_per_bank"]
+        self.is_integrated = False
+
+    def __repr__(self):
+        return (f"_TtnnDeviceProperties(name={self.name!r}, architecture={self.architecture!r}, "
+                f"major={self.major}, minor={self.minor}, total_memory={self.total_memory // 2**20}MB, "
+                f"core_grid={self.core_grid[0]}x{self.core_grid[1]}, "
+                f"l1_size_per_core={self.l1_size_per_core // 1024}KB)")
+
+
+# get_device_capability: (architecture generation, revision); a stand-in (Tenstorrent has no compute
+# capability numbers): Grayskull 1, Wormhole B0 2, Blackhole 3, each revision 0.
+_CAPABILITY = {"GRAYSKULL": (1, 0), "WORMHOLE_B0": (2, 0), "BLACKHOLE": (3, 0)}
+
+
+def get_device_properties(device=None) -> _TtnnDeviceProperties:
+    """name, architecture, major/minor, core_grid, multi_processor_count (cores), total_memory (DRAM),
+    l1_size_per_core, l1_size, dram_banks: what ttnn reports of the device."""
+    api = _api()
+    index = _index(device)
+    api.check_index(index)
+    return _TtnnDeviceProperties(api.device_properties(index))
+
+
+def get_device_capability(device=None) -> tuple:
+    """(major, minor): (2, 0) for Wormhole B0, (3, 0) for Blackhole (a stand-in: see _CAPABILITY)."""
+    p = get_device_properties(device)
+    return p.major, p.minor
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 is the device's native dtype (its matrix engine computes in it)."""
+    return is_available()
+
+
+def init() -> None:
+    """Initialise the backend's device state (torch.cuda.init): decide the device and import ttnn. Devices
+    open at their first use."""
+    _lazy_init()
 
 
 def mem_get_info(device=None) -> tuple:
@@ -105,13 +232,53 @@ def _is_in_bad_fork() -> bool:
 
 
 # The device-side generator (core/generator.py): torch.manual_seed() calls manual_seed_all.
-def get_rng_state(device=None) -> torch.Tensor:
+def seed() -> None:
+    """Seed the device generator with a non-deterministic random number (torch.cuda.seed)."""
+    manual_seed(torch.Generator().seed())
+
+
+def seed_all() -> None:
+    seed()
+
+
+class _DeviceGenerator:
+    """torch.ttnn.default_generators[i]: the device generator of ttnn:i (core/generator.py) with
+    torch.Generator's methods. A stand-in: torch.Generator(device="ttnn") needs a C++ generator hook, so
+    this cannot be passed as `generator=` to torch ops (random factories for ttnn draw from the CPU
+    generator; dropout draws on the device from this one). All ttnn devices share it."""
+
+    def __init__(self, index: int):
+        self.device = torch.device("ttnn", index)
+
+    def manual_seed(self, seed):
+        manual_seed(seed)
+        return self
+
+    def seed(self) -> int:
+        seed()
+        return initial_seed()
+
+    def initial_seed(self) -> int:
+        return initial_seed()
+
+    def get_state(self) -> torch.Tensor:
+        return _generator.get_state()
+
+    def set_state(self, new_state: torch.Tensor):
+        _generator.set_state(new_state)
+        return self
+
+    def __repr__(self):
+        return f"<ttnn_eager device generator {self.device}>"
+
+
+def get_rng_state(device="ttnn") -> torch.Tensor:
     """The device-side generator's state (seed and draw counter) as a uint8 CPU tensor (torch.cuda's)."""
     _index(device)
     return _generator.get_state()
 
 
-def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+def set_rng_state(new_state: torch.Tensor, device="ttnn") -> None:
     _index(device)
     _generator.set_state(new_state)
 
@@ -135,6 +302,8 @@ _GRAPH_NAMES = ("TTNNGraph", "graph", "make_graphed_callables")
 
 
 def __getattr__(name):
+    if name == "default_generators":  # one per device: counting devices imports ttnn, so on first use
+        return tuple(_DeviceGenerator(i) for i in range(device_count()))
     if name in _GRAPH_NAMES:
         from . import graphs
         return getattr(graphs, name)

@@ -56,6 +56,21 @@ def result_dtype(a, b) -> torch.dtype:
     return _result_type(_operand(a), _operand(b))
 
 
+def known_outside(bounds, low: int, high: int):
+    """An index value known (from a tensor's value bounds) to occur and to lie outside [low, high), else None.
+    Only exact bounds prove that a value occurs: a range (a view or a selection of some of the values, e.g.
+    one column of nonzero()'s result) may be wider than the values it holds, and proves nothing."""
+    if bounds is None or not bounds[2]:
+        return None
+    lo, hi, _ = bounds
+    return hi if hi >= high else lo if lo < low else None
+
+
+def known_inside(bounds, low: int, high: int) -> bool:
+    """Every value of a tensor is known (from its value bounds, exact or a range) to lie in [low, high)."""
+    return bounds is not None and low <= bounds[0] and bounds[1] < high
+
+
 def check_broadcast(a, b) -> None:
     """PyTorch's error for shapes that do not broadcast (cheap: no work when the shapes are equal)."""
     if a == b:

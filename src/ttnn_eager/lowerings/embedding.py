@@ -9,6 +9,7 @@ from ..core import layout as policy
 from ..core.layout import ANY, INDEX
 from ..core.registry import lowering
 from ..device import api
+from ._common import known_outside
 from .views import reshape
 
 aten = torch.ops.aten
@@ -36,7 +37,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     rows = weight.shape[0]
     if indices.bounds is not None:
         capture.host_decision(indices, ("index", rows), "aten.embedding's token-id range check")
-    if indices.bounds is not None and (indices.bounds[0] < 0 or indices.bounds[1] >= rows):
+    if known_outside(indices.bounds, 0, rows) is not None:
         raise IndexError(f"index out of range in self: an embedding of {rows} rows got indices in "
                          f"[{indices.bounds[0]}, {indices.bounds[1]}]: token ids must be in [0, {rows - 1}] (check the "
                          f"tokenizer matches the model's vocabulary); for a table of learned positions, the "

@@ -15,7 +15,7 @@ from ..core import layout as policy
 from ..core.layout import ANY, INDEX, TILE, TILE_FLOAT
 from ..core.registry import Unfit, device_mismatch, lowering
 from ..device import api
-from ._common import dim
+from ._common import dim, known_outside
 from .views import expand, reshape
 
 aten = torch.ops.aten
@@ -48,8 +48,7 @@ def flat_rows(x: api.Handle, indices: list) -> tuple:
     k = len(indices)
     shape = list(torch.broadcast_shapes(*[tuple(i.shape) for i in indices]))
     for j, i in enumerate(indices):
-        if i.bounds is not None and (i.bounds[0] < -x.shape[j] or i.bounds[1] >= x.shape[j]):
-            bad = i.bounds[1] if i.bounds[1] >= x.shape[j] else i.bounds[0]
+        if (bad := known_outside(i.bounds, -x.shape[j], x.shape[j])) is not None:
             raise IndexError(f"index {bad} is out of bounds for dimension {j} with size {x.shape[j]}")
     need = TILE if all(i.tt_dtype == api.UINT32 for i in indices) else policy.SIGNED  # one integer dtype
     flat = None

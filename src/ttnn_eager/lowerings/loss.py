@@ -27,9 +27,9 @@ _NONE, _MEAN, _SUM = 0, 1, 2
 def _check_targets(target: api.Handle, classes: int, ignore_index: int) -> None:
     if target.shape.numel() == 0:
         return
-    if target.bounds is not None and target.bounds[0] != ignore_index:
+    if target.bounds is not None and target.bounds[2] and target.bounds[0] != ignore_index:
         lo, hi = target.bounds[0], target.bounds[1]
-    else:  # unknown, or the minimum is ignore_index (other negative targets could hide behind it): read
+    else:  # unknown (or only a range), or the minimum is ignore_index (other negative targets could hide behind it): read
         value = api.download(target)
         valid = value[value != ignore_index]
         if not valid.numel():

@@ -1,4 +1,5 @@
-"""Matrix products: linear (bias fused, weight used as stored: ttnn.linear transpose_b), addmm, mm, bmm, matmul.
+"""Matrix products: linear (bias fused, weight used as stored: ttnn.linear transpose_b), addmm, mm, bmm, matmul,
+and the grouped matmul of mixture-of-experts layers (_grouped_mm).
 
 Inference keeps `linear` and `matmul` whole (see _registration.KEEP_WHOLE), so a Linear layer is one
 ttnn.linear with no transposed copy of its weight. With autograd active they decompose (t + addmm, or
@@ -127,3 +128,41 @@ def bmm(a, b):
 @lowering(aten.matmul.default, ttnn=["matmul"], needs=TILE, notes="batch dimensions broadcast as in PyTorch")
 def matmul(a, b):
     return matmul_handles(a, b)
+
+
+@lowering(aten._grouped_mm.default, ttnn=["arange", "typecast", "ge", "sum", "eq", "matmul", "permute", "multiply"],
+          needs=TILE,
+          notes="2-D x 3-D with offs (rows grouped by expert, as transformers' MoE layers call it): every row times "
+                "every group's matrix (one batched matmul), each row keeping its own group's product (a 0/1 "
+                "mask from offs, made on the device: no read); rows past offs[-1] are zeros. 3-D x 3-D is bmm. "
+                "E times the products of the rows' own groups: fine for a few experts")
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    from .reduction import _reduce
+    if bias is not None:
+        raise Unfit("a bias")
+    if out_dtype is not None and out_dtype != a.dtype:
+        raise Unfit(f"out_dtype {out_dtype}")
+    if not a.dtype.is_floating_point or a.dtype != b.dtype:
+        raise RuntimeError(f"Expected inputs of the same floating dtype, got {a.dtype} and {b.dtype}")
+    if len(a.shape) == 3 and len(b.shape) == 3 and offs is None:
+        return bmm(a, b)
+    if len(a.shape) != 2 or len(b.shape) != 3 or offs is None:
+        raise Unfit("grouped matmuls other than 2-D x 3-D with offs (or 3-D x 3-D)")
+    rows, k = a.shape
+    groups, k_b, n = b.shape
+    if k != k_b:
+        raise RuntimeError(f"contraction dimension of mat_a and mat_b must match, got {k} and {k_b}")
+    if tuple(offs.shape) != (groups,):
+        raise RuntimeError(f"matrix batch sizes have to match, got {offs.shape[0]} offsets for {groups} groups")
+    # group of row s: how many groups end at or before it (offs[g] is the end of group g)
+    position = reshape(api.create("arange", (0, rows, 1), api.FLOAT32, api.TILE, a.index, torch.float32), (rows, 1))
+    ends = reshape(policy.to_float32(offs), (1, groups))
+    past = api.run("ge", position, ends, dtype=api.FLOAT32, out_dtype=torch.float32)              # [rows, groups]
+    group = _reduce("sum", past, 1, True, torch.float32)                                          # [rows, 1]
+    span = reshape(api.create("arange", (0, groups, 1), api.FLOAT32, api.TILE, a.index, torch.float32), (1, groups))
+    mine = api.run("eq", group, span, dtype=api.FLOAT32, out_dtype=torch.float32)                 # [rows, groups]
+    mine = reshape(api.run("permute", mine, (1, 0)), (groups, rows, 1))
+    products = matmul_handles(a, b)                                                                # [groups, rows, n]
+    mine = policy.like(mine, products)
+    picked = api.run("multiply", products, mine)
+    return _reduce("sum", picked, 0, False)

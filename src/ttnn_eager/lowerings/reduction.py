@@ -1,4 +1,4 @@
-"""Reductions: all/any (mask checks), sum, mean, amax, cumsum."""
+"""Reductions: all/any (mask checks), sum, mean, amax, cumsum; counting (histc, bincount)."""
 from __future__ import annotations
 
 import math
@@ -98,9 +98,13 @@ def amin(x, d=(), keepdim=False):
     return _reduce("min", x, d, keepdim)
 
 
-@lowering(aten.cumsum.default, ttnn=["cumsum"], needs=TILE)
+@lowering(aten.cumsum.default, ttnn=["cumsum"], needs=TILE,
+          notes="integer and bool inputs sum as int64 (PyTorch's default), in int32 on the device: exact")
 def cumsum(x, d, *, dtype=None):
-    return api.run("cumsum", x, dim(d, len(x.shape)), out_dtype=dtype or x.dtype)
+    out = dtype or (x.dtype if x.dtype.is_floating_point else torch.int64)
+    if out != x.dtype:
+        x = policy.retag(x, out)  # (bool's bfloat16 0/1 become int32: a running count stays exact)
+    return api.run("cumsum", x, dim(d, len(x.shape)), out_dtype=out)
 
 
 @lowering(aten.linalg_vector_norm.default, ttnn=["abs", "multiply", "sum", "sqrt", "max"], needs=TILE_FLOAT,
@@ -114,3 +118,81 @@ def vector_norm(x, ord=2, d=None, keepdim=False, *, dtype=None):
     if ord == math.inf:
         return _reduce("max", api.run("abs", x), d, keepdim)
     raise Unfit(f"ord={ord}")
+
+
+# ----------------------------------------------------------------------------------------------- counting
+# histc and bincount (a mixture-of-experts router counts the tokens of each expert) as a one-hot matrix
+# summed over the elements: each element's bin compared with arange(bins) ([n, 1] == [1, bins]) and the
+# [n, bins] 0/1 matrix summed over n in float32 -- exact counts below 2**24, no device read. The result's
+# dtype is PyTorch's (the input's for histc, int64 or the weights' for bincount); float results stay in
+# float32 storage, so that counts beyond 256 are not rounded to bfloat16.
+def _span(n: int, index: int) -> api.Handle:
+    """[1, n] float32: 0, 1, ..., n - 1 (bin numbers)."""
+    span = api.create("arange", (0, n, 1), api.FLOAT32, api.TILE, index, torch.float32)
+    return reshape(span, (1, n))
+
+
+def _column(x: api.Handle) -> api.Handle:
+    """x's elements as an [n, 1] float32 column."""
+    return reshape(policy.to_float32(x), (x.shape.numel(), 1))
+
+
+def _count_bins(bin_of: api.Handle, bins: int, weight=None) -> api.Handle:
+    """[n, 1] bin numbers (float32; any other value counts nowhere) -> [bins] float32 counts (or sums of the
+    [n, 1] weights)."""
+    hot = api.run("eq", bin_of, _span(bins, bin_of.index), dtype=api.FLOAT32, out_dtype=torch.float32)
+    if weight is not None:
+        hot = api.run("multiply", hot, weight)
+    return reshape(_reduce("sum", hot, 0, False, torch.float32), (bins,))
+
+
+def _result(counts: api.Handle, dtype: torch.dtype) -> api.Handle:
+    return counts if dtype == torch.float32 else policy.retag(counts, dtype)
+
+
+@lowering(aten.histc.default, ttnn=["typecast", "subtract", "multiply", "divide", "floor", "where", "ge", "le",
+                                    "arange", "eq", "sum"], needs=TILE,
+          notes="PyTorch's bin rule ((x - min) * bins / (max - min), floored; max in the last bin; values outside "
+                "[min, max] skipped) in float32, counted as a one-hot sum (exact); integer inputs too, as CUDA "
+                "(the CPU kernel takes floats only); min == max (the range from the data) runs on the CPU fallback")
+def histc(x, bins=100, min=0, max=0):
+    if bins <= 0:
+        raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
+    lo, hi = float(min), float(max)
+    if lo == hi:
+        raise Unfit("min == max: the range comes from the data (a device read)")
+    if lo > hi:
+        raise RuntimeError(f"torch.histc(): max must be larger than min")
+    if x.dtype.is_floating_point and x.dtype != torch.float32 and x.dtype != torch.bfloat16:
+        raise Unfit(f"{x.dtype} input")
+    keys = _column(x)
+    pos = api.run("floor", api.run("divide", api.run("multiply", api.run("subtract", keys, lo), float(bins)),
+                                   hi - lo))
+    pos = api.run("where", api.run("eq", keys, hi), float(bins - 1), pos)  # the right edge: the last bin
+    inside = api.run("logical_and", api.run("ge", keys, lo), api.run("le", keys, hi))
+    pos = api.run("where", inside, pos, -1.0)
+    return _result(_count_bins(pos, bins), x.dtype)
+
+
+@lowering(aten.bincount.default, ttnn=["typecast", "max", "arange", "eq", "multiply", "sum"], needs=TILE,
+          notes="the length (max + 1) is known from an upload's exact value bounds, else read from the device "
+                "(PyTorch's CUDA kernel reads it too); weights multiply the one-hot rows")
+def bincount(x, weights=None, minlength=0):
+    if len(x.shape) != 1 or x.dtype.is_floating_point or x.dtype == torch.bool:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is not None and (tuple(weights.shape) != tuple(x.shape)):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    if weights is not None and weights.dtype not in (torch.float32, torch.bfloat16):
+        raise Unfit(f"{weights.dtype} weights")
+    b = x.bounds
+    if b is not None and b[2]:
+        lo, top = b[0], b[1]
+    else:  # the result's length depends on the values: one read (of the extremes)
+        lo = int(api.download(_reduce("min", x, None, False)).item())
+        top = int(api.download(_reduce("max", x, None, False)).item())
+    if lo < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    bins = max(minlength, top + 1)
+    weight = None if weights is None else _column(weights)
+    return _result(_count_bins(_column(x), bins, weight), torch.int64 if weights is None else weights.dtype)
+

@@ -1,4 +1,4 @@
-"""Indexing assignment: index_put (`x[i] = v`, `x[mask] = v`), index_copy, index_fill, masked_scatter, scatter,
+"""Indexing assignment: index_put (`x[i] = v`, `x[mask] = v`), index_copy, index_add, index_fill, masked_scatter, scatter,
 scatter_add, scatter_reduce(sum). The in-place forms (`index_put_`, `scatter_`, ...) run these and write the
 result into the tensor (dispatch), through views too (Note [writes through views] in views.py).
 
@@ -26,7 +26,7 @@ from ..core import layout as policy
 from ..core.layout import ANY, TILE
 from ..core.registry import Unfit, device_mismatch, lowering
 from ..device import api
-from ._common import dim, is_handle
+from ._common import dim, is_handle, known_inside, known_outside
 from .indexing import device_indices, flat_rows
 from .views import expand, permute_handle, reshape, scatter_along, slice_handle
 
@@ -60,7 +60,7 @@ def _expand_values(values: api.Handle, shape) -> api.Handle:
 
 def _in_range(rows: api.Handle, n: int) -> api.Handle:
     """Row numbers clamped into [0, n) unless known to be there (device-computed indices: see the docstring)."""
-    if rows.bounds is not None:
+    if known_inside(rows.bounds, 0, n):
         return rows
     return api.run("clamp", policy.signed(rows), min=0, max=n - 1)
 
@@ -198,13 +198,33 @@ def index_copy(x, d, index, source):
     d = dim(d, len(x.shape))
     if len(index.shape) > 1:
         raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got {})".format(len(index.shape)))
+    indices, source = _along(x, d, index, source, "index_copy_")
+    return index_put(x, indices, source)
+
+
+def _along(x, d: int, index, source, name: str):
+    """index_copy/index_add: the index_put indices of `index` along dim d (non-negative), and source in the
+    slice shape they write (PyTorch's error when source has another shape)."""
     expected = list(x.shape)
     if len(x.shape):
         expected[d] = index.shape.numel()
     if list(source.shape) != expected and source.shape.numel() != math.prod(expected):
-        raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+        raise RuntimeError(f"{name}(): Source/destination tensor must have same slice shapes. Destination "
                            f"slice shape: {expected} and source slice shape: {list(source.shape)}")
-    return index_put(x, [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected))
+    return [None] * d + [reshape(index, (index.shape.numel(),))], reshape(source, expected)
+
+
+@lowering(aten.index_add.default, ttnn=["multiply", "scatter_add"], needs=ANY,
+          notes="index_put with accumulate (ttnn.scatter_add of rows; repeated indices add up); alpha scales "
+                "the source")
+def index_add(x, d, index, source, *, alpha=1):
+    d = dim(d, len(x.shape))
+    if len(index.shape) > 1:
+        raise IndexError(f"index_add_(): Index is supposed to be a vector")
+    indices, source = _along(x, d, index, source, "index_add_")
+    if alpha != 1:
+        source = api.run("multiply", policy.ensure(source, TILE), alpha)
+    return index_put(x, indices, source, accumulate=True)
 
 
 @lowering(aten.index_copy_.default, ttnn=["update_cache", "scatter"], needs={"source": TILE, "*": ANY},
@@ -269,9 +289,8 @@ def _scatter(op: str, x, d, index, src):
         return x
     if n == 0:
         return policy.for_write(x, src if is_handle(src) else _constant(src, x))[1]
-    if index.bounds is not None and (index.bounds[0] < 0 or index.bounds[1] >= x.shape[d]):
-        raise RuntimeError(f"index {index.bounds[1] if index.bounds[1] >= x.shape[d] else index.bounds[0]} is out "
-                           f"of bounds for dimension {d} with size {x.shape[d]}")
+    if (bad := known_outside(index.bounds, 0, x.shape[d])) is not None:
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {x.shape[d]}")
     if is_handle(src):
         for i in range(n):
             src = slice_handle(src, i, 0, index.shape[i])

@@ -11,7 +11,8 @@ multinomial sampling -- what greedy decoding, top-k/top-p sampling and beam sear
                 device. Sampling with replacement of several samples runs on the CPU fallback.
     isin        eq of [n, 1] elements against [1, m] test elements, then max over the last dimension.
 
-Integer inputs of argmax/topk/sort are Unfit (ttnn takes floating inputs only) and run on the CPU fallback.
+Integer inputs of argmax/topk are Unfit (ttnn takes floating inputs only) and run on the CPU fallback; sort takes
+integers of known range as float32 keys.
 """
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from ..core import layout as policy
 from ..core.layout import ANY, PROMOTE, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import dim
+from ._common import dim, known_inside, known_outside
 from .reduction import _reduce
-from .views import reshape
+from .views import reshape, same_values
 
 aten = torch.ops.aten
 
@@ -120,23 +121,39 @@ def topk(x, k, d=-1, largest=True, sorted=True):
     return values, _indices(idx, size)
 
 
+EXACT_FLOAT32 = 2 ** 24  # integers up to this magnitude are exact in float32
+
+
 def _sort(x, d, descending, stable):
-    _floating(x, "sort")
     n = len(x.shape)
     if n == 0 or x.shape.numel() == 0:
         raise Unfit("0-d or empty input")
     d = dim(d, n)
-    kwargs = {"stable": True} if stable else {}
-    values, idx = api.run("sort", x, dim=d, descending=descending, **kwargs)
-    return values, _indices(idx, x.shape[d])
+    if x.dtype.is_floating_point:
+        kwargs = {"stable": True} if stable else {}
+        values, idx = api.run("sort", x, dim=d, descending=descending, **kwargs)
+        return values, _indices(idx, x.shape[d])
+    # Integers and bool (mixture-of-experts routing sorts expert ids): ttnn.sort takes floating keys, so
+    # the values are sorted as float32 -- exact for integers of known range below 2**24 -- and converted
+    # back. Ties are the rule among small integers: kept in index order (stable), which is one of the
+    # orders PyTorch's unstable sort may give.
+    if x.dtype != torch.bool and not known_inside(x.bounds, -EXACT_FLOAT32, EXACT_FLOAT32 + 1):
+        raise Unfit("integers of unknown range (sorted as float32 keys: exact below 2**24)")
+    keys = policy.to_float32(x) if x.dtype != torch.bool else x  # (bool: bfloat16 0/1 already)
+    values, idx = api.run("sort", keys, dim=d, descending=descending, stable=True,
+                          out_dtype=torch.float32 if x.dtype != torch.bool else torch.bool)
+    return same_values(policy.retag(values, x.dtype), x), _indices(idx, x.shape[d])
 
 
-@lowering(aten.sort.default, ttnn=["sort"], needs=TILE, notes="floating inputs; indices widened to uint32")
+@lowering(aten.sort.default, ttnn=["sort", "typecast"], needs=TILE,
+          notes="indices widened to uint32; integers of known range (below 2**24) sort as float32 keys, "
+                "stably; others run on the CPU fallback")
 def sort(x, d=-1, descending=False):
     return _sort(x, d, descending, False)
 
 
-@lowering(aten.sort.stable, ttnn=["sort"], needs=TILE, notes="floating inputs; stable=True keeps tied order")
+@lowering(aten.sort.stable, ttnn=["sort", "typecast"], needs=TILE,
+          notes="stable=True keeps tied order; integers as in sort.default")
 def sort_stable(x, *, stable=None, dim=-1, descending=False):
     return _sort(x, dim, descending, bool(stable))
 
@@ -191,7 +208,7 @@ def index_select(x, d, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     if n == 0 or not x.dtype.is_floating_point and x.dtype != torch.bool:
         raise Unfit("0-d or integer tensor")
-    if index.bounds is not None and (index.bounds[0] < -x.shape[d] or index.bounds[1] >= x.shape[d]):
+    if known_outside(index.bounds, -x.shape[d], x.shape[d]) is not None:
         raise IndexError(f"index out of range in self")
     order = [d] + [i for i in range(n) if i != d]
     out = index_rows(permute_handle(x, order), [reshape(index, (index.shape.numel(),))])

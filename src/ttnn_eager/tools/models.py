@@ -30,6 +30,11 @@ _VOCAB = 500
 _DEC = dict(vocab_size=_VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
 
+# mixture-of-experts configs (issue 23's shrunk defaults): hidden 64, 2 layers, 4 heads, 2 key-value heads,
+# 4 experts with 2 per token, vocabulary 1024
+_MOE = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, num_experts_per_tok=2, max_position_embeddings=256)
+
 
 @dataclasses.dataclass(frozen=True)
 class Family:
@@ -86,6 +91,12 @@ FAMILIES = {f.name: f for f in [
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256,
         max_position_embeddings=256),
         "learned positions (offset 2), post-LayerNorm"),
+    # mixture-of-experts: transformers' grouped-matmul experts (integrations/moe.py: sort, histc, _grouped_mm)
+    Family("mixtral", "causal", "MixtralForCausalLM", _cfg("MixtralConfig", **_MOE, num_local_experts=4),
+           "mixture of experts (4, top-2): sort, histc, grouped matmul; head size 16"),
+    Family("qwen3_moe", "causal", "Qwen3MoeForCausalLM", _cfg(
+        "Qwen3MoeConfig", **_MOE, moe_intermediate_size=64, num_experts=4, head_dim=32),
+        "mixture of experts (4, top-2) with q/k RMSNorm"),
     Family("vit", "vision", "ViTForImageClassification", _cfg(
         "ViTConfig", image_size=64, patch_size=16, hidden_size=128, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=256, num_labels=10),

@@ -134,6 +134,9 @@ UNREACHED = {
     torch.ops.aten.index_copy_.default: lambda d: (  # a KV cache's decode step: one position of [B, 16, S, 64]
         (_randn(d.batch, d.heads, d.seq, d.hidden // d.heads), 2, torch.tensor([d.seq // 2]),
          _randn(d.batch, d.heads, 1, d.hidden // d.heads)), {}),
+    torch.ops.aten._grouped_mm.default: lambda d: (  # a mixture-of-experts layer: 2 * seq rows over 4 experts
+        (_randn(2 * d.seq, d.hidden), _randn(4, d.hidden, d.intermediate // 4)),
+        {"offs": torch.tensor([d.seq // 2, d.seq, 3 * d.seq // 2, 2 * d.seq], dtype=torch.int32)}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),
