@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import ttnn_eager
 from ttnn_eager.core import dispatch
+from ttnn_eager.core.tensor import handle_of
 
 from conftest import covers, pcc
 
@@ -95,11 +96,11 @@ def test_fallback_hands_the_cpu_pytorchs_dtypes_shapes_and_values(op, args, kwar
 def test_int64_stored_as_int32_reaches_the_cpu_as_int64():
     x = ints(40, hi=4)
     d = x.to(DEV)
-    assert d._handle.tt_dtype != torch.int64 and d.dtype == torch.int64  # stored as 32-bit integers
+    assert handle_of(d).tt_dtype != torch.int64 and d.dtype == torch.int64  # stored as 32-bit integers
     for t, r in ((d, x), (d.view(4, 10)[1:], x.view(4, 10)[1:]), (d.reshape(-1) + 1, x + 1),
                  (d.cumsum(0), x.cumsum(0)), ((d > 1).cumsum(0), (x > 1).cumsum(0)),
                  (torch.topk(d.float(), 3).indices, torch.topk(x.float(), 3).indices)):
-        assert t.dtype == r.dtype and dispatch.api.download(t._handle).dtype == r.dtype
+        assert t.dtype == r.dtype and dispatch.api.download(handle_of(t)).dtype == r.dtype
         if r.dtype != torch.int64 or t.shape[0] != 3:  # (topk of tied values: any of the tied indices)
             assert torch.equal(t.cpu(), r)
 

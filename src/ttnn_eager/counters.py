@@ -6,6 +6,9 @@
     layout_conversions  ROW_MAJOR <-> TILE and dtype conversions made by the layout policy
     host_to_device      tensors uploaded (ttnn.from_torch)
     device_to_host      tensors downloaded (ttnn.to_torch): outputs, prints, .item(), syncs
+    graph_replays       replays of torch.compile(backend="ttnn") graphs (features/compile)
+    compiled_eager_calls  calls of compiled graphs that ran eagerly (their capture was refused)
+    graph_recaptures    compiled graphs captured again (a weight they read was written, or replaced)
 
 Per-op detail for reports: `aten_by_op()` (aten op -> calls), `ttnn_by_op` (ttnn op name -> calls),
 `fallback_by_op` (aten op -> CPU runs). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload
@@ -16,7 +19,8 @@ from __future__ import annotations
 import collections
 
 # aten_ops and ttnn_ops are the sums of the per-op Counters below (one increment per op, not two)
-counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host"), 0)
+counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host",
+                                        "graph_replays", "compiled_eager_calls", "graph_recaptures"), 0)
 aten_calls: collections.Counter = collections.Counter()  # id(aten op) -> calls
 aten_ops: dict = {}                                      # id(aten op) -> aten op (never reset)
 ttnn_by_op: collections.Counter = collections.Counter()

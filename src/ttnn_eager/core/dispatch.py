@@ -221,6 +221,7 @@ _CPU_KEY = torch._C.DispatchKey.CPU
 
 
 def _meta_of(x):
+    """A ttnn tensor as a meta tensor of its geometry (sizes, strides, offset) on a storage of its size."""
     if isinstance(x, torch.Tensor) and x.device.type == "ttnn":
         n = -(-x.untyped_storage().nbytes() // x.dtype.itemsize)
         return torch.empty(n, dtype=x.dtype, device=_META).as_strided(x.shape, x.stride(), x.storage_offset())
@@ -424,7 +425,10 @@ def _become(target: torch.Tensor, view: torch.Tensor) -> torch.Tensor:
     """An in-place view op's effect: the tensor takes the view's geometry on its storage (as_strided_), whose
     handle is already known there; a view that is no alias (a copy) becomes the tensor's new storage."""
     if view.untyped_storage()._cdata == target.untyped_storage()._cdata:
-        aten.as_strided_.default._op_dk(_CPU_KEY, target, view.shape, view.stride(), view.storage_offset())
+        # set_ onto its own storage, not as_strided_: the CPU kernel of as_strided_ called below
+        # ADInplaceOrView crashes the process on a tensor that is itself a view (y = x.unsqueeze(0); y.squeeze_(0))
+        aten.set_.source_Storage_storage_offset._op_dk(_CPU_KEY, target, target.untyped_storage(),
+                                                       view.storage_offset(), view.shape, view.stride())
     else:
         _tensor.reset(target, handle_of(view))
     return target
@@ -545,7 +549,7 @@ def _widened(func, cpu_args, cpu_kwargs, err: NotImplementedError):
     if narrow is None:
         raise err
     try:
-        meta = func(*tree_map(_meta_of, cpu_args), **tree_map(_meta_of, cpu_kwargs))
+        meta = func(*tree_map(_meta_shaped, cpu_args), **tree_map(_meta_shaped, cpu_kwargs))
         want = [o.dtype if isinstance(o, torch.Tensor) else None
                 for o in (meta if isinstance(meta, (list, tuple)) else (meta,))]
     except Exception:  # noqa: BLE001  (no meta kernel: outputs of the widened dtype go back to the narrow one)
@@ -570,7 +574,8 @@ def _widened(func, cpu_args, cpu_kwargs, err: NotImplementedError):
     raise err
 
 
-def _meta_of(x):
+def _meta_shaped(x):
+    """Any tensor as a meta tensor of its shape and dtype (for an op's output dtypes)."""
     return torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
 
 

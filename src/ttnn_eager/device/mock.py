@@ -174,8 +174,18 @@ def _update_cache_ref(cache, x, update_idx, batch_offset=0, **_):
     return out
 
 
+def _layer_norm_ref(x, *, epsilon=1e-12, residual_input_tensor=None, weight=None, bias=None, **_):
+    """ttnn.layer_norm (its golden function adds the residual into its input, which may be shared)."""
+    if residual_input_tensor is not None:
+        x = x + residual_input_tensor
+    w = weight.reshape(-1).float() if weight is not None else None
+    b = bias.reshape(-1).float() if bias is not None else None
+    return torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), w, b, eps=epsilon)
+
+
 REFERENCES = {
     "update_cache": _update_cache_ref,
+    "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
     "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value
     "tilize": _to_layout_ref,

@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     elementwise,
     embedding,
     factory,
+    fused,
     indexing,
     loss,
     matmul,

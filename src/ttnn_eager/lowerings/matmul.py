@@ -49,7 +49,7 @@ def _fusable_bias(bias, n: int) -> bool:
     return bias.shape.numel() == n and (not bias.shape or bias.shape[-1] == n)
 
 
-def matmul_handles(a, b, transpose_b: bool = False, bias=None):
+def matmul_handles(a, b, transpose_b: bool = False, bias=None, activation=None):
     if not a.shape or not b.shape:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(a.shape)}D and "
                            f"{len(b.shape)}D")
@@ -76,10 +76,15 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None):
     if bias is not None and not _fusable_bias(bias, n):
         check_broadcast(tuple(a.shape[:-1]) + (n,), tuple(bias.shape))
         bias, late_bias = None, bias
-    if bias is None and not transpose_b:
+    if activation is not None and (late_bias is not None or int_dtype is not None):
+        raise RuntimeError("matmul_handles: an activation is fused only after a row bias of float operands")
+    if bias is None and not transpose_b and activation is None:
         out = api.run("matmul", a, b, compute_kernel_config=ckc)
-    else:
+    elif activation is None:
         out = api.run("linear", a, b, bias=bias, transpose_b=transpose_b, compute_kernel_config=ckc)
+    else:
+        out = api.run("linear", a, b, bias=bias, transpose_b=transpose_b, activation=activation,
+                      compute_kernel_config=ckc)
     if late_bias is not None:
         out = api.run("add", out, late_bias)
     if int_dtype is not None:

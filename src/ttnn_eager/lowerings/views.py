@@ -69,6 +69,8 @@ def alias(x):
 
 
 @lowering(aten.clone.default, needs=ANY, notes="shares the device tensor copy-on-write: no device op")
+@lowering(aten.lift_fresh_copy.default, needs=ANY,
+          notes="a compiled graph's tensor constant (torch.tensor(...) in the model), copied: as clone")
 def clone(x, *, memory_format=None):
     return share(x)
 

@@ -1,0 +1,48 @@
+"""The Dynamo backend "ttnn".
+
+    torch.compile(model, backend="ttnn")                       forward (and backward) graphs on ttnn tensors
+    torch.compile(model, backend="ttnn", options={"replay": False, "fuse": False})   for debugging
+
+Dynamo hands over a torch-level graph and example inputs; aot_autograd turns it into aten-level graphs (an
+inference graph under no_grad, else a forward and a backward graph), functionalized. Each graph then goes
+through the fusion passes (passes.py) and becomes a Replayed callable (replay.py): its ops run through the
+same dispatcher and lowerings as eager mode (no second lowering table), once eagerly and once captured,
+then as a replay of the captured ttnn calls. An op with no lowering inside a graph is the same counted CPU
+fallback (or strict-mode error) as in eager mode; a graph with a fallback cannot be captured and keeps
+running eagerly. Dynamo's guards decide recompiles (new shapes, dtypes); a graph break runs the code in
+between eagerly, on the device as usual.
+
+`mode` is accepted for torch.compile's sake: every mode replays ("reduce-overhead" means CUDA graphs for
+CUDA, and a replay is what a ttnn trace is).
+"""
+from __future__ import annotations
+
+from ...core import tensor as ttensor
+from . import passes
+from .replay import Replayed
+
+OPTIONS = {"replay": True, "fuse": True}
+
+
+def backend(gm, example_inputs, mode=None, options=None, **kwargs):
+    """Dynamo's backend function: (torch.fx.GraphModule, example inputs) -> a callable."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    opts = dict(OPTIONS)
+    unknown = set(options or ()) - set(opts)
+    if unknown:
+        raise ValueError(f'torch.compile(backend="ttnn"): unknown option(s) {sorted(unknown)}; the options are '
+                         f'{sorted(opts)}')
+    opts.update(options or {})
+    compilers = {kind: _compiler(kind, opts) for kind in ("forward", "backward", "inference")}
+    return aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
+                        inference_compiler=compilers["inference"])(gm, example_inputs)
+
+
+def _compiler(kind: str, opts: dict):
+    def compile_graph(gm, example_inputs):
+        if opts["fuse"]:
+            passes.run(gm, example_inputs)
+        on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
+        return Replayed(gm, kind, replay=opts["replay"] and on_device)
+    return compile_graph

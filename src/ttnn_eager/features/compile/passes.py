@@ -1,0 +1,190 @@
+"""Fusion passes on aot_autograd's aten graphs: each a small pattern rewrite into a fused op of
+lowerings/fused.py (torch.ops.ttnn_eager.*), matched only where the fused op computes exactly what the
+pattern did (shapes read from the nodes' fake values) and no intermediate is used elsewhere.
+
+    noop_views            view/reshape to the shape it already has          -> removed
+    qkv_heads             three linears of one input, each viewed into heads and transposed
+                          ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
+    concat_heads          transpose(1, 2) of [b, h, s, d], contiguous, viewed to [b, s, h*d]
+                                                                            -> ttnn_eager.concat_heads
+    linear_activation     gelu/relu/silu of a linear                        -> ttnn_eager.linear_activation
+    add_layer_norm        layer_norm of a sum of two tensors of one shape   -> ttnn_eager.add_layer_norm
+
+A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
+heads split). Passes run in this order (the head split needs the linears unfused).
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+aten = torch.ops.aten
+_VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+_ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.gelu.default: "gelu"}
+TILE = 32
+
+
+def _ops():
+    return torch.ops.ttnn_eager  # defined by lowerings/fused.py (loaded with the backend's lowerings)
+
+
+def _shape(n) -> tuple | None:
+    v = n.meta.get("val") if isinstance(n, fx.Node) else None
+    return tuple(v.shape) if isinstance(v, torch.Tensor) else None
+
+
+def _is(n, *targets) -> bool:
+    return isinstance(n, fx.Node) and n.op == "call_function" and n.target in targets
+
+
+def _only_user(n) -> bool:
+    return len(n.users) == 1
+
+
+def _replace(old: fx.Node, new: fx.Node, dead=()) -> None:
+    new.meta.update(old.meta)
+    old.replace_all_uses_with(new)
+    g = old.graph
+    for n in (old, *dead):
+        if not n.users:
+            g.erase_node(n)
+
+
+def noop_views(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if _is(n, *_VIEWS) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
+            n.replace_all_uses_with(n.args[0])
+            g.erase_node(n)
+            done += 1
+    return done
+
+
+def _head_branch(lin: fx.Node):
+    """linear -> view [b, s, h, d] -> transpose(1, 2), each used once: (transpose node, heads, d, nodes) or None."""
+    if not _is(lin, aten.linear.default) or not _only_user(lin):
+        return None
+    view = next(iter(lin.users))
+    if not _is(view, *_VIEWS) or not _only_user(view):
+        return None
+    t = next(iter(view.users))
+    if not _is(t, aten.transpose.int) or sorted(d % 4 for d in t.args[1:3]) != [1, 2]:
+        return None
+    vs, ls = _shape(view), _shape(lin)
+    if vs is None or ls is None or len(vs) != 4 or len(ls) != 3 or vs[:2] != ls[:2]:
+        return None
+    return t, vs[2], vs[3], (view, lin)
+
+
+def qkv_heads(g: fx.Graph) -> int:
+    done = 0
+    by_input: dict = {}
+    for n in g.nodes:
+        b = _head_branch(n)
+        if b is not None:
+            by_input.setdefault(n.args[0], []).append((n, b))
+    for x, branches in by_input.items():
+        if len(branches) != 3 or _shape(x) is None or len(_shape(x)) != 3:
+            continue
+        d = {b[2] for _, b in branches}
+        if len(d) != 1 or d.pop() % TILE:
+            continue
+        # the query is the branch with the most heads (grouped-query attention), first in the fused weight
+        branches.sort(key=lambda nb: -nb[1][1])
+        heads = [b[1] for _, b in branches]
+        if heads[1] != heads[2] or heads[0] % heads[1]:
+            continue
+        lins = [lin for lin, _ in branches]
+        biases = [lin.args[2] if len(lin.args) > 2 else None for lin in lins]
+        if len({b is None for b in biases}) != 1:
+            continue
+        order = {node: i for i, node in enumerate(g.nodes)}
+        first = min((t for _, (t, *_r) in branches), key=order.__getitem__)
+        weights = [lin.args[1] for lin in lins]
+        if any(isinstance(a, fx.Node) and order[a] > order[first] for a in (*weights, *biases)):
+            continue  # a weight made after the first head is used: leave the pattern alone
+        with g.inserting_before(first):
+            fused = g.call_function(_ops().qkv_heads.default, (x, weights, biases, heads[0], heads[1]))
+            outs = [g.call_function(operator.getitem, (fused, i)) for i in range(3)]
+        for (lin, (t, _h, _d, dead)), out in zip(branches, outs):
+            _replace(t, out, dead)
+        done += 1
+    return done
+
+
+def concat_heads(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, *_VIEWS):
+            continue
+        src, dead = n.args[0], []
+        if _is(src, aten.clone.default) and _only_user(src):
+            dead.append(src)
+            src = src.args[0]
+        if not (_is(src, aten.transpose.int) and _only_user(src)):
+            continue
+        x = src.args[0]
+        xs, out = _shape(x), _shape(n)
+        if xs is None or out is None or len(xs) != 4 or sorted(d % 4 for d in src.args[1:3]) != [1, 2]:
+            continue
+        b, h, s, d = xs
+        if out != (b, s, h * d) or d % TILE:
+            continue
+        dead.insert(0, src)
+        with g.inserting_before(n):
+            new = g.call_function(_ops().concat_heads.default, (x,))
+        _replace(n, new, dead)
+        done += 1
+    return done
+
+
+def linear_activation(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        act = _ACTIVATIONS.get(n.target) if n.op == "call_function" else None
+        if act is None or (act == "gelu" and n.kwargs.get("approximate", "none") != "none"):
+            continue
+        lin = n.args[0]
+        if not _is(lin, aten.linear.default) or not _only_user(lin):
+            continue
+        x, w, *rest = lin.args
+        with g.inserting_before(n):
+            new = g.call_function(_ops().linear_activation.default, (x, w, rest[0] if rest else None, act))
+        _replace(n, new, (lin,))
+        done += 1
+    return done
+
+
+def add_layer_norm(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.layer_norm.default):
+            continue
+        add = n.args[0]
+        if not _is(add, aten.add.Tensor) or not _only_user(add) or add.kwargs.get("alpha", 1) != 1 or len(add.args) != 2:
+            continue
+        a, r = add.args
+        shape = n.args[1]
+        if _shape(a) is None or _shape(a) != _shape(r) or len(shape) != 1 or _shape(a)[-1] != shape[0]:
+            continue
+        w = n.args[2] if len(n.args) > 2 else None
+        bias = n.args[3] if len(n.args) > 3 else None
+        eps = n.args[4] if len(n.args) > 4 else 1e-5
+        with g.inserting_before(n):
+            new = g.call_function(_ops().add_layer_norm.default, (a, r, list(shape), w, bias, float(eps)))
+        _replace(n, new, (add,))
+        done += 1
+    return done
+
+
+PASSES = (noop_views, qkv_heads, concat_heads, linear_activation, add_layer_norm)
+
+
+def run(gm: fx.GraphModule, example_inputs=None) -> dict:
+    """Every pass on gm's graph, in order; returns how many rewrites each made."""
+    done = {p.__name__: p(gm.graph) for p in PASSES}
+    gm.graph.lint()
+    gm.recompile()
+    return done

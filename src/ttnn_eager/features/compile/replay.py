@@ -1,0 +1,204 @@
+"""A compiled aten graph run as a replay of its ttnn calls (torch.compile's mode="reduce-overhead" contract,
+CUDA graphs there; here for every mode).
+
+Per input signature (shapes, dtypes, devices of the tensor arguments; the values of the others):
+
+    1st call   eager, through the dispatcher and the lowerings, as any model runs: weights are converted at
+               their first use, programs are built
+    2nd call   eager again, captured (features/graphs.py): the arguments that are the same tensor objects as
+               at the 1st call (parameters, buffers, a static KV cache) are read where they are; the others
+               (input_ids, activations saved for a backward) are copied into static tensors of the graph's
+               own, and the graph reads those
+    3rd call+  the changing arguments copied into the static tensors (a ttnn copy each), then the recorded
+               ttnn calls re-issued: no PyTorch dispatch, no lowering or layout decisions
+
+An argument read in place that is written between calls (an optimizer step on a weight: its `_version`
+moves) or replaced by another tensor object makes the signature start again at its 2nd call (counted in
+`graph_recaptures`): forms prepared from a weight at capture (the fused QKV weight) are then made anew.
+
+Outputs are new tensor objects every call, holding the buffers the replay wrote (the next replay writes
+new ones): nothing returned earlier is overwritten, unlike CUDA graphs' static outputs.
+
+A graph whose capture is refused (a host read such as `.item()`, a CPU fallback, a random op, an argument
+that changes object and is written in place) keeps running eagerly, call by call: correct, counted in
+`ttnn_eager.stats()["compiled_eager_calls"]`, and the reason is kept (`Replayed.eager_reasons`).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from ... import counters
+from ...core import tensor as ttensor
+from ...device import api
+from .. import graphs
+
+
+def _signature(args) -> tuple:
+    sig = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            sig.append((tuple(a.shape), a.dtype, a.device))
+        else:
+            sig.append(a if isinstance(a, (int, float, bool, type(None))) else type(a))
+    return tuple(sig)
+
+
+class _Warm:
+    """The first call of a signature: which arguments were there (by identity)."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, args):
+        self.refs = [weakref.ref(a) if isinstance(a, torch.Tensor) else None for a in args]
+
+
+def _version(a):
+    try:
+        return a._version
+    except RuntimeError:  # an inference tensor: no version counter (nor in-place writes outside inference mode)
+        return None
+
+
+class _Captured:
+    __slots__ = ("graph", "static", "outs", "moving", "versions")
+
+    def __init__(self, graph, static, outs, moving, versions):
+        self.graph, self.static, self.outs, self.moving = graph, static, outs, moving
+        self.versions = versions  # (position, _version) of the arguments read in place (None: written by the graph)
+
+
+class _Eager:
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class Replayed:
+    """The callable a compiled aten graph becomes (boxed: aot_autograd calls it with a list of arguments)."""
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, replay: bool = True):
+        self.gm, self.kind, self.replay = gm, kind, replay
+        self.states: dict = {}
+        self.mutated = _mutated_inputs(gm)
+
+    @property
+    def eager_reasons(self) -> list:
+        return [s.reason for s in self.states.values() if type(s) is _Eager]
+
+    def num_ops(self) -> int:
+        """ttnn calls a replay issues (the last captured signature), 0 if none was captured."""
+        done = [s for s in self.states.values() if type(s) is _Captured]
+        return done[-1].graph.num_ops if done else 0
+
+    def __call__(self, args: list):
+        args = list(args)
+        if not self.replay:
+            return self.gm(*args)
+        sig = _signature(args)
+        state = self.states.get(sig)
+        if state is None:
+            self.states[sig] = _Warm(args)
+            return self.gm(*args)
+        if type(state) is _Warm:
+            state, out = self._capture(sig, state, args)
+            if out is not None:
+                return out
+        if type(state) is _Eager:
+            counters.counts["compiled_eager_calls"] += 1
+            return self.gm(*args)
+        return self._replay(state, args)
+
+    def _capture(self, sig, warm: _Warm, args):
+        moving = []
+        for i, (a, ref) in enumerate(zip(args, warm.refs)):
+            if ref is not None and ref() is not a:
+                moving.append(i)
+        why = self._uncapturable(args, moving)
+        if why:
+            self.states[sig] = _Eager(why)
+            return self.states[sig], None
+        static = list(args)
+        with torch.no_grad():
+            for i in moving:
+                static[i] = args[i].detach().clone()
+        g = graphs.TTNNGraph()
+        try:
+            with graphs.graph(g):
+                out = self.gm(*static)
+        except RuntimeError as err:
+            if not str(err).startswith("torch.ttnn graph capture"):
+                raise
+            self.states[sig] = _Eager(str(err))
+            return self.states[sig], None
+        versions = [(i, _version(a) if i not in self.mutated else None) for i, a in enumerate(args)
+                    if isinstance(a, torch.Tensor) and i not in moving]
+        state = self.states[sig] = _Captured(g, static, out, moving, versions)
+        return state, self._fresh(out)
+
+    def _uncapturable(self, args, moving) -> str:
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and not ttensor.is_ttnn(a):
+                return f"argument {i} is a {a.device} tensor (a replay cannot copy host tensors in)"
+        for i in moving:
+            if i in self.mutated:
+                return (f"argument {i} is written in place by the graph and is a different tensor at every call "
+                        f"(a replay writes the tensors it captured)")
+        return ""
+
+    def _replay(self, state: _Captured, args):
+        static = state.static
+        for i, v in state.versions:
+            a = args[i]
+            if a is not static[i] or (v is not None and _version(a) != v):
+                # a tensor read in place was replaced by another object, or written since capture (an
+                # optimizer step, load_state_dict): forms made from it at capture (a fused QKV weight, conv
+                # weights) would be stale, so capture it anew
+                return self._recapture(args)
+        with torch.no_grad():
+            for i in state.moving:
+                a = args[i]
+                if a is not static[i]:
+                    static[i].copy_(a)
+        state.graph.replay()
+        counters.counts["graph_replays"] += 1
+        return self._fresh(state.outs)
+
+    def _recapture(self, args):
+        counters.counts["graph_recaptures"] += 1
+        self.states[_signature(args)] = _Warm(args)
+        return self(args)
+
+    @staticmethod
+    def _fresh(outs):
+        """New tensor objects on the buffers the graph's outputs now hold."""
+        def one(o):
+            h = ttensor.maybe_handle(o)
+            if h is None:
+                return o
+            fresh = api.Handle(h.tt, h.shadow, h.dtype, h.shape, h.index, h.bounds)
+            fresh.root = h.root
+            return ttensor.new_tensor(fresh)
+        if isinstance(outs, (list, tuple)):
+            return type(outs)(one(o) for o in outs)
+        return one(outs)
+
+
+def _mutated_inputs(gm: torch.fx.GraphModule) -> set:
+    """Positions of the placeholders the graph writes in place (aot_autograd keeps an inference graph's
+    input mutations as copy_ nodes into them)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    out = set()
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        schema = n.target._schema
+        for arg, value in zip(schema.arguments, n.args):
+            if arg.alias_info is not None and arg.alias_info.is_write and value in index:
+                out.add(index[value])
+    return out

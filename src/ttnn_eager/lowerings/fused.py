@@ -1,0 +1,116 @@
+"""Fused ops: one TT-NN op doing the work of several aten ops, as hand-written TT-NN models call them
+(tt-metal models/demos/bert/tt/ttnn_optimized_bert.py). Eager mode never sees them: torch.compile's fusion
+passes (features/compile/passes.py) put them into aten graphs in place of the patterns they match. Each is
+an op of the `ttnn_eager` namespace (torch.ops.ttnn_eager.*) with PyTorch's composition as its CPU (and
+Meta) kernel -- its meaning, and what the tests compare against -- and a lowering here.
+
+    linear_activation(x, w, b, activation)      linear then gelu/relu/silu    -> ttnn.linear(activation=)
+    add_layer_norm(x, residual, shape, w, b, eps)  layer_norm(x + residual)   -> ttnn.layer_norm(residual_input_tensor=)
+    qkv_heads(x, [wq, wk, wv], [bq, bk, bv], heads, kv_heads)
+                                                three linears of one input, each split into heads
+                                                ([b, s, h*d] -> [b, h, s, d])   -> one ttnn.linear on the
+                                                concatenated weight (made once, layout.prepared) +
+                                                ttnn.transformer.split_query_key_value_and_split_heads
+    concat_heads(x)                             [b, h, s, d] -> [b, s, h*d]     -> ttnn.transformer.concatenate_heads
+"""
+from __future__ import annotations
+
+import torch
+
+from ..core import layout as policy
+from ..core.layout import TILE, TILE_FLOAT
+from ..core.registry import lowering
+from ..device import api
+from .matmul import matmul_handles
+
+LIB = torch.library.Library("ttnn_eager", "DEF")
+LIB.define("linear_activation(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor")
+LIB.define("add_layer_norm(Tensor input, Tensor residual, int[] normalized_shape, Tensor? weight, Tensor? bias, "
+           "float eps) -> Tensor")
+LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
+           "-> (Tensor, Tensor, Tensor)")
+LIB.define("concat_heads(Tensor input) -> Tensor")
+ops = torch.ops.ttnn_eager
+
+ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu}
+
+
+# ----------------------------------------------------------------------------- meanings (CPU and Meta)
+def _linear_activation(x, w, b, activation):
+    return ACTIVATIONS[activation](torch.nn.functional.linear(x, w, b))
+
+
+def _add_layer_norm(x, residual, normalized_shape, w, b, eps):
+    return torch.nn.functional.layer_norm(x + residual, normalized_shape, w, b, eps)
+
+
+def _heads(t, heads):
+    b, s, _ = t.shape
+    return t.view(b, s, heads, -1).transpose(1, 2).contiguous()
+
+
+def _qkv_heads(x, weights, biases, num_heads, num_kv_heads):
+    q, k, v = (torch.nn.functional.linear(x, w, b) for w, b in zip(weights, biases))
+    return _heads(q, num_heads), _heads(k, num_kv_heads), _heads(v, num_kv_heads)
+
+
+def _concat_heads(x):
+    b, h, s, d = x.shape
+    return x.transpose(1, 2).reshape(b, s, h * d)
+
+
+for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
+                   ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads)):
+    LIB.impl(_name, _fn, "CPU")
+    LIB.impl(_name, _fn, "Meta")
+
+
+# ----------------------------------------------------------------------------- lowerings
+@lowering(ops.linear_activation.default, ttnn=["linear"], needs=TILE,
+          notes="bias and activation fused into the matmul (activation gelu, relu or silu)")
+def linear_activation(x, weight, bias, activation):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"ttnn_eager.linear_activation: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
+    return matmul_handles(x, weight, transpose_b=True, bias=bias, activation=activation)
+
+
+@lowering(ops.add_layer_norm.default, ttnn=["layer_norm"], needs=TILE_FLOAT,
+          notes="the residual add done by the normalization kernel (last dimension only)")
+def add_layer_norm(x, residual, normalized_shape, weight, bias, eps):
+    if tuple(x.shape) != tuple(residual.shape) or len(normalized_shape) != 1 \
+            or x.shape[-1] != normalized_shape[0]:
+        raise RuntimeError(f"ttnn_eager.add_layer_norm: input {list(x.shape)} and residual {list(residual.shape)} "
+                           f"must have one shape, normalized over the last dimension (got {list(normalized_shape)})")
+    return api.run("layer_norm", x, residual_input_tensor=residual, epsilon=eps, weight=weight, bias=bias,
+                   compute_kernel_config=policy.compute_config("layer_norm", x.index))
+
+
+def _concatenated(parts: list, name: str):
+    """The parts (weights or biases of q, k, v) concatenated along their first dimension, made once and kept
+    with the first part while no part is written (layout.prepared)."""
+    first, rest = parts[0], parts[1:]
+    key = (name,) + tuple((id(p), p.version) for p in rest)
+    return policy.prepared(first, key, lambda h: api.run("concat", [h] + [policy.materialize(p) for p in rest], dim=0))
+
+
+@lowering(ops.qkv_heads.default, ttnn=["concat", "linear", "transformer.split_query_key_value_and_split_heads"],
+          needs=TILE, notes="one matmul on the q, k, v weights concatenated once; heads split by one TT-NN op "
+                            "(head size a multiple of 32)")
+def qkv_heads(x, weights, biases, num_heads, num_kv_heads):
+    if len(weights) != 3 or len(biases) != 3 or len(x.shape) != 3:
+        raise RuntimeError("ttnn_eager.qkv_heads: a [batch, seq, hidden] input and three weights and biases")
+    if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
+        raise RuntimeError("ttnn_eager.qkv_heads: q, k and v all have a bias or none has")
+    w = _concatenated(list(weights), "qkv_weight")
+    b = _concatenated(list(biases), "qkv_bias") if biases[0] is not None else None
+    fused = matmul_handles(x, w, transpose_b=True, bias=b)
+    q, k, v = api.run("transformer.split_query_key_value_and_split_heads", fused, num_heads=num_heads,
+                      num_kv_heads=num_kv_heads, transpose_key=False)
+    return q, k, v
+
+
+@lowering(ops.concat_heads.default, ttnn=["transformer.concatenate_heads"], needs=TILE)
+def concat_heads(x):
+    if len(x.shape) != 4:
+        raise RuntimeError(f"ttnn_eager.concat_heads: a [batch, heads, seq, head_size] input, got {list(x.shape)}")
+    return api.run("transformer.concatenate_heads", x)
