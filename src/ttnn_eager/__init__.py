@@ -13,7 +13,8 @@ imports): a layer imports only the layers before it.
     device/       the one ttnn caller: device discovery (runtime), the device API, the card and mock backends
     core/         the backend: registration, the tensor (plain, storage-held Handle), dispatch, the lowering registry, the layout policy
     lowerings/    one small function per aten op, registered into core/registry.py
-    features/     what users call beside tensors: torch.ttnn (device_module), graphs, record_ops, report
+    features/     what users call beside tensors: torch.ttnn (device_module), graphs, record_ops, report,
+                  torch.compile(backend="ttnn") (compile/)
     tools/        programs that use the backend from outside: the CLI, model checks, validation, docs
 
 This file is the wiring: it registers the device with the device module and the loader of the backend.
@@ -22,6 +23,7 @@ import torch  # noqa: F401  (first: importing torch may autoload this package's 
 
 from .core import registration as _registration
 from .features import device_module as _device_module
+from .features.compile.route import install as _route_default_compile
 
 
 def _load_backend():
@@ -32,6 +34,7 @@ def _load_backend():
 
 
 _registration.register(_device_module, _load_backend)
+_route_default_compile()
 
 from .config import configure, strict  # noqa: E402
 from .counters import reset_stats, stats  # noqa: E402

@@ -327,7 +327,7 @@ def _condition(condition, like):
     return policy.like(condition, like)
 
 
-@lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar, ttnn=["where"],
+@lowering(aten.where.self, ttnn=["where"],
           needs={"condition": TILE, "*": PROMOTE}, notes="integer operands: the condition in their device dtype")
 def where(condition, a, b):
     dtype = result_dtype(a, b) if (is_handle(a) or is_handle(b)) else torch.get_default_dtype()

@@ -90,7 +90,10 @@ def _concatenated(parts: list, name: str):
     with the first part while no part is written (layout.prepared)."""
     first, rest = parts[0], parts[1:]
     key = (name,) + tuple((id(p), p.version) for p in rest)
-    return policy.prepared(first, key, lambda h: api.run("concat", [h] + [policy.materialize(p) for p in rest], dim=0))
+
+    def make(h):  # (one device dtype for the concat: parts may be stored differently, e.g. float32 and bfloat16)
+        return api.run("concat", policy.ensure_promoted([h] + [policy.materialize(p) for p in rest]), dim=0)
+    return policy.prepared(first, key, make)
 
 
 @lowering(ops.qkv_heads.default, ttnn=["concat", "linear", "transformer.split_query_key_value_and_split_heads"],

@@ -66,12 +66,6 @@ def softmax(x, d, half_to_float=False):
                    compute_kernel_config=policy.compute_config("softmax", x.index))
 
 
-@lowering(aten.softmax.int, ttnn=["softmax"], needs=TILE_FLOAT)
-def softmax_int(x, d, dtype=None):
-    return api.run("softmax", x, dim=dim(d, len(x.shape)), out_dtype=dtype or x.dtype,
-                   compute_kernel_config=policy.compute_config("softmax", x.index))
-
-
 @lowering(aten._safe_softmax.default, ttnn=["softmax", "max", "gt", "where"], needs=TILE_FLOAT,
           notes="rows that are entirely -inf give 0 (not NaN), as PyTorch's _safe_softmax")
 def safe_softmax(x, d, dtype=None):

@@ -42,16 +42,3 @@ def _nearest(x, output_size, scales, op: str):
 def upsample_nearest(x, output_size, *scales):
     scales = list(scales) + [None] * (len(output_size) - len(scales))
     return _nearest(x, list(output_size), scales, f"upsample_nearest{len(output_size)}d")
-
-
-@lowering(aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec, aten.upsample_nearest3d.vec,
-          ttnn=["reshape", "expand"], needs=TILE,
-          notes="F.interpolate's form (arrives whole under inference_mode): output size or scale factors")
-def upsample_nearest_vec(x, output_size, scale_factors):
-    k = len(x.shape) - 2
-    if output_size is None:
-        if scale_factors is None:
-            raise RuntimeError("Must specify exactly one of output_size and scale_factors")
-        output_size = [int(s * f) for s, f in zip(x.shape[2:], scale_factors)]  # floor, as PyTorch
-    scales = list(scale_factors) if scale_factors is not None else [None] * k
-    return _nearest(x, list(output_size), scales, f"upsample_nearest{k}d")

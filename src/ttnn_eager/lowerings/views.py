@@ -56,16 +56,10 @@ def _without_data(x: api.Handle, shape) -> api.Handle:
     return policy.to_device(torch.empty(shape, dtype=x.dtype), x.index)
 
 
-@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, ttnn=["reshape"], needs=ANY,
+@lowering(aten.view.default, aten._unsafe_view.default, ttnn=["reshape"], needs=ANY,
           notes="a new device tensor unless the shape is unchanged (then the same handle)")
 def view(x, size):
     return reshape(x, size)
-
-
-@lowering(aten.alias.default, aten.detach.default, aten.lift_fresh.default, needs=ANY,
-          notes="shares the handle: no device op")
-def alias(x):
-    return x
 
 
 @lowering(aten.clone.default, needs=ANY, notes="shares the device tensor copy-on-write: no device op")
@@ -73,11 +67,6 @@ def alias(x):
           notes="a compiled graph's tensor constant (torch.tensor(...) in the model), copied: as clone")
 def clone(x, *, memory_format=None):
     return share(x)
-
-
-@lowering(aten.contiguous.default, needs=ANY, notes="device tensors are always contiguous: the tensor itself")
-def contiguous(x, *, memory_format=None):
-    return x
 
 
 @lowering(aten.unsqueeze.default, ttnn=["reshape"], needs=ANY)

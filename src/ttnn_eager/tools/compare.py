@@ -19,6 +19,8 @@ def to_cpu(x):
     from ..core.tensor import handle_of, is_ttnn
     if is_ttnn(x):  # same strides as PyTorch sees, so that views behave as on the device
         value = api.download(refresh(handle_of(x)))
+        if 0 in x.stride():  # an expanded view: its elements share memory, which a CPU copy cannot have
+            return value
         return torch.empty_strided(x.shape, x.stride(), dtype=value.dtype).copy_(value)
     if isinstance(x, (list, tuple)):
         return type(x)(to_cpu(y) for y in x)

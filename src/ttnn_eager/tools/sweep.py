@@ -56,6 +56,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from . import opinfo
 from .compare import as_float32, compare, fmt, to_cpu
+from ..lowerings import fused as _fused  # noqa: E402  (the fused ops torch.compile puts in graphs)
 
 PEARSON_MIN = 0.999
 REL_ERR_MAX = 0.02        # of max(1, max |reference|): measured <= 0.0074 (addmm), sdpa aside (EXCEPTIONS)
@@ -137,6 +138,16 @@ UNREACHED = {
     torch.ops.aten._grouped_mm.default: lambda d: (  # a mixture-of-experts layer: 2 * seq rows over 4 experts
         (_randn(2 * d.seq, d.hidden), _randn(4, d.hidden, d.intermediate // 4)),
         {"offs": torch.tensor([d.seq // 2, d.seq, 3 * d.seq // 2, 2 * d.seq], dtype=torch.int32)}),
+    # what only torch.compile's graphs contain (features/compile): a tensor constant, the fused ops
+    torch.ops.aten.lift_fresh_copy.default: lambda d: ((_randn(*d.activation(3)),), {}),
+    _fused.ops.linear_activation.default: lambda d: (
+        (_randn(*d.activation(3)), _randn(d.intermediate, d.hidden), _randn(d.intermediate), "gelu"), {}),
+    _fused.ops.add_layer_norm.default: lambda d: (
+        (_randn(*d.activation(3)), _randn(*d.activation(3)), [d.hidden], _randn(d.hidden), _randn(d.hidden), 1e-12), {}),
+    _fused.ops.qkv_heads.default: lambda d: (
+        (_randn(*d.activation(3)), [_randn(d.hidden, d.hidden) for _ in range(3)], [_randn(d.hidden) for _ in range(3)],
+         d.heads, d.heads), {}),
+    _fused.ops.concat_heads.default: lambda d: ((_randn(*d.activation(4)),), {}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),

@@ -132,7 +132,7 @@ def concat_heads(g: fx.Graph) -> int:
         b, h, s, d = xs
         if out != (b, s, h * d) or d % TILE:
             continue
-        dead.insert(0, src)
+        dead.append(src)  # (erased consumer first: the clone, then the transpose)
         with g.inserting_before(n):
             new = g.call_function(_ops().concat_heads.default, (x,))
         _replace(n, new, dead)

@@ -77,11 +77,12 @@ class _Eager:
 
 
 class Replayed:
-    """The callable a compiled aten graph becomes (boxed: aot_autograd calls it with a list of arguments)."""
-
-    _boxed_call = True
+    """The callable a compiled aten graph becomes."""
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str, replay: bool = True):
+        # called with one list of the arguments (aot_autograd's boxed convention; an instance attribute, so
+        # that the wrappers Dynamo puts around a backward's compiled graph carry it over)
+        self._boxed_call = True
         self.gm, self.kind, self.replay = gm, kind, replay
         self.states: dict = {}
         self.mutated = _mutated_inputs(gm)
@@ -95,8 +96,9 @@ class Replayed:
         done = [s for s in self.states.values() if type(s) is _Captured]
         return done[-1].graph.num_ops if done else 0
 
-    def __call__(self, args: list):
-        args = list(args)
+    def __call__(self, *args):
+        # aot_autograd calls a boxed callable with one list of the arguments (the forward), or unboxed
+        args = list(args[0]) if len(args) == 1 and type(args[0]) is list else list(args)
         if not self.replay:
             return self.gm(*args)
         sig = _signature(args)
@@ -171,7 +173,7 @@ class Replayed:
     def _recapture(self, args):
         counters.counts["graph_recaptures"] += 1
         self.states[_signature(args)] = _Warm(args)
-        return self(args)
+        return self(*args)
 
     @staticmethod
     def _fresh(outs):

@@ -1,0 +1,273 @@
+"""torch.compile(backend="ttnn") (features/compile): aot_autograd's graphs through the lowerings, fused, captured
+and replayed. Accuracy against float32 PyTorch on the CPU; each fusion pass against the unfused graph."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ttnn_eager
+import ttnn_eager.lowerings  # noqa: F401  (defines the fused ops, torch.ops.ttnn_eager.*)
+from ttnn_eager.features.compile import passes
+
+from conftest import covers, pcc
+
+DEV = "ttnn:0"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _tiny_bert(layers=2):
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=128, num_hidden_layers=layers, num_attention_heads=4, intermediate_size=256,
+                     vocab_size=100, max_position_embeddings=64)
+    return BertModel(cfg, add_pooling_layer=False).eval()
+
+
+def test_the_backend_is_registered_by_name():
+    assert "ttnn" in torch._dynamo.list_backends()
+
+
+def test_bert_compiled_fused_and_replayed_matches_the_cpu():
+    ref = _tiny_bert()
+    m = copy.deepcopy(ref).to(DEV)
+    f = torch.compile(m, backend="ttnn", fullgraph=True)
+    with torch.no_grad():
+        outs = []
+        for i in range(4):
+            ids = torch.randint(0, 100, (2, 32), generator=torch.Generator().manual_seed(i))
+            before = ttnn_eager.stats()
+            out = f(ids.to(DEV)).last_hidden_state
+            after = ttnn_eager.stats()
+            assert after["fallbacks"] == before["fallbacks"]
+            outs.append((out, ref(ids).last_hidden_state))
+        # the 3rd and 4th calls are replays: no lowering ran (the input copy and the upload are the only aten ops)
+        assert after["graph_replays"] - before["graph_replays"] == 1
+        assert after["aten_ops"] - before["aten_ops"] <= 2
+    for got, want in outs:
+        assert pcc(got.cpu(), want) >= 0.999
+    # every call's output is its own: a replay does not overwrite what an earlier call returned
+    assert outs[2][0] is not outs[3][0]
+    assert pcc(outs[2][0].cpu(), outs[2][1]) >= 0.999
+
+
+def test_bert_layer_is_nine_ttnn_ops_compiled():
+    """The hand-written TT-NN BERT's layer (tt-metal ttnn_optimized_bert.py) with sdpa: fused QKV linear, head
+    split, sdpa, head merge, output linear, add+layer_norm, linear+gelu, linear, add+layer_norm."""
+    counts = {}
+    for layers in (1, 3):
+        m = _tiny_bert(layers).to(DEV)
+        torch._dynamo.reset()
+        f = torch.compile(m, backend="ttnn", fullgraph=True)
+        ids = torch.randint(0, 100, (1, 32)).to(DEV)
+        with torch.no_grad():
+            f(ids)
+            f(ids)
+            before = ttnn_eager.stats()["ttnn_ops"]
+            f(ids)
+            counts[layers] = ttnn_eager.stats()["ttnn_ops"] - before
+    assert (counts[3] - counts[1]) / 2 == 9
+
+
+def test_default_torch_compile_on_ttnn_tensors_uses_the_ttnn_backend():
+    x = torch.randn(32, 64)
+    f = torch.compile(lambda t: F.gelu(t * 2 + 1).sum(-1))
+    before = ttnn_eager.stats()["graph_replays"]
+    for _ in range(3):
+        got = f(x.to(DEV))
+    assert got.device == torch.device(DEV)
+    assert ttnn_eager.stats()["graph_replays"] == before + 1
+    assert pcc(got.cpu(), F.gelu(x * 2 + 1).sum(-1)) >= 0.999
+
+
+def test_a_weight_written_after_capture_is_seen():
+    """The fused QKV weight is made from q, k, v at capture; an optimizer-like write into one of them makes
+    the graph capture again (its version moved), so the output follows the new weight."""
+    ref = _tiny_bert(1)
+    m = copy.deepcopy(ref).to(DEV)
+    f = torch.compile(m, backend="ttnn", fullgraph=True)
+    ids = torch.randint(0, 100, (1, 32))
+    with torch.no_grad():
+        for _ in range(3):
+            f(ids.to(DEV))
+        for model in (m, ref):
+            model.encoder.layer[0].attention.self.key.weight.mul_(-0.5)
+        before = ttnn_eager.stats()["graph_recaptures"]
+        got = f(ids.to(DEV)).last_hidden_state
+        assert ttnn_eager.stats()["graph_recaptures"] == before + 1
+        assert pcc(got.cpu(), ref(ids).last_hidden_state) >= 0.999
+
+
+def test_a_graph_break_runs_eagerly_in_between():
+    w = torch.randn(64, 64)
+
+    def f(x):
+        y = x @ w.to(x.device)
+        print("graph break")  # Dynamo splits the function here
+        return torch.relu(y).sum(0)
+
+    x = torch.randn(32, 64)
+    compiled = torch.compile(f, backend="ttnn")
+    for _ in range(3):
+        got = compiled(x.to(DEV))
+    assert pcc(got.cpu(), torch.relu(x @ w).sum(0)) >= 0.999
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch._dynamo.reset()
+        torch.compile(f, backend="ttnn", fullgraph=True)(x.to(DEV))
+
+
+def test_an_unlowered_op_in_a_graph_is_the_counted_fallback_and_the_graph_stays_eager():
+    x = torch.randn(16, 16)
+    f = torch.compile(lambda t: torch.special.bessel_j0(t) + 1, backend="ttnn", fullgraph=True)
+    before = ttnn_eager.stats()
+    for _ in range(3):
+        got = f(x.to(DEV))
+    after = ttnn_eager.stats()
+    assert after["fallbacks"] - before["fallbacks"] == 3  # every call: a graph with a fallback is not captured
+    assert after["compiled_eager_calls"] - before["compiled_eager_calls"] == 2  # the 2nd call (its capture refused) and the 3rd
+    torch.testing.assert_close(got.cpu(), torch.special.bessel_j0(x) + 1, atol=0.05, rtol=0.02)
+    torch._dynamo.reset()
+    with ttnn_eager.strict(), pytest.raises(Exception, match="bessel_j0"):
+        torch.compile(lambda t: torch.special.bessel_j0(t) + 1, backend="ttnn")(x.to(DEV))
+
+
+def test_training_step_compiled_matches_eager():
+    from transformers import BertConfig, BertForSequenceClassification
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=128,
+                     vocab_size=100, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0, num_labels=3)
+    base = BertForSequenceClassification(cfg)
+    losses = {}
+    for mode in ("eager", "compiled"):
+        m = copy.deepcopy(base).to(DEV).train()
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        step = m if mode == "eager" else torch.compile(m, backend="ttnn")
+        losses[mode] = []
+        before = ttnn_eager.stats()["fallbacks"]
+        for i in range(5):
+            g = torch.Generator().manual_seed(i)
+            ids = torch.randint(0, 100, (4, 16), generator=g)
+            labels = torch.randint(0, 3, (4,), generator=g)
+            loss = step(input_ids=ids.to(DEV), labels=labels.to(DEV)).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses[mode].append(float(loss.cpu()))
+        assert ttnn_eager.stats()["fallbacks"] == before, mode
+    for a, b in zip(losses["eager"], losses["compiled"]):
+        assert abs(a - b) <= 0.01 * abs(a)
+    assert losses["compiled"][-1] < losses["compiled"][0]
+
+
+# ------------------------------------------------------------------------------------------ fused ops
+def _r(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+
+
+fused = torch.ops.ttnn_eager
+# (tests/test_ops.py's lowering guard runs every file's CASES on the device)
+CASES = {
+    "linear_activation": (lambda x, w, b: fused.linear_activation(x, w, b, "gelu"), [[_r(2, 32, 64), _r(96, 64), _r(96)]]),
+    "linear_activation_relu": (lambda x, w: fused.linear_activation(x, w, None, "relu"), [[_r(3, 40), _r(64, 40)]]),
+    "add_layer_norm": (lambda a, r, w, b: fused.add_layer_norm(a, r, [64], w, b, 1e-5),
+                       [[_r(2, 30, 64), _r(2, 30, 64), _r(64), _r(64)]]),
+    "qkv_heads": (lambda x, wq, wk, wv, bq, bk, bv: fused.qkv_heads(x, [wq, wk, wv], [bq, bk, bv], 4, 4),
+                  [[_r(2, 32, 128), _r(128, 128), _r(128, 128) * 0.5, _r(128, 128) * 2, _r(128), _r(128), _r(128)]]),
+    "qkv_heads_gqa": (lambda x, wq, wk, wv: fused.qkv_heads(x, [wq, wk, wv], [None] * 3, 4, 2),
+                      [[_r(1, 40, 128), _r(128, 128), _r(64, 128), _r(64, 128)]]),
+    "concat_heads": (lambda x: fused.concat_heads(x), [[_r(2, 4, 32, 32)]]),
+    "lift_fresh_copy": (lambda x: torch.ops.aten.lift_fresh_copy(x), [[_r(4, 5)]]),
+}
+
+
+@covers(fused.linear_activation.default, fused.add_layer_norm.default, fused.qkv_heads.default,
+        fused.concat_heads.default, torch.ops.aten.lift_fresh_copy.default)
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_ops_on_the_device_match_their_cpu_meaning(name):
+    fn, sets = CASES[name]
+    for inputs in sets:
+        want = fn(*inputs)
+        with torch.no_grad(), ttnn_eager.strict():
+            got = fn(*[x.to(DEV) for x in inputs])
+        for g, w in zip(*(((got, want) if isinstance(want, tuple) else ((got,), (want,))))):
+            assert g.device == torch.device(DEV) and g.shape == w.shape
+            assert pcc(g.cpu(), w) >= 0.999
+            assert float((g.cpu() - w).abs().max()) <= 0.03 * float(w.abs().max()) + 1e-3
+
+
+# ------------------------------------------------------------------------------------------ fusion passes
+def _aten_graph(fn, *args):
+    """fn's inference aten graph on ttnn tensors (aot_autograd's, as the backend receives it: linear and
+    layer_norm kept whole) and a copy to rewrite."""
+    from torch._functorch.aot_autograd import aot_function
+    graphs = []
+
+    def keep(gm, _):
+        graphs.append(gm)
+        return gm
+    with torch.no_grad():
+        aot_function(fn, fw_compiler=keep)(*[a.to(DEV) for a in args])
+    gm = graphs[0]
+    return gm, copy.deepcopy(gm)
+
+
+def _targets(gm) -> list:
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+PATTERNS = {
+    "linear_activation": (lambda x, w, b: F.gelu(F.linear(x, w, b)), [(2, 32, 64), (96, 64), (96,)]),
+    "linear_activation_silu": (lambda x, w, b: F.silu(F.linear(x, w, b)), [(2, 32, 64), (96, 64), (96,)]),
+    "add_layer_norm": (lambda a, r, w, b: F.layer_norm(a + r, (64,), w, b, 1e-12), [(2, 32, 64), (2, 32, 64), (64,), (64,)]),
+    "qkv_heads": (lambda x, wq, wk, wv, bq, bk, bv: tuple(
+        F.linear(x, w, b).view(2, 32, -1, 32).transpose(1, 2) for w, b in ((wq, bq), (wk, bk), (wv, bv))),
+        [(2, 32, 128), (128, 128), (128, 128), (128, 128), (128,), (128,), (128,)]),
+    "qkv_heads_gqa": (lambda x, wq, wk, wv: tuple(
+        F.linear(x, w).view(2, 32, -1, 32).transpose(1, 2) for w in (wq, wk, wv)),
+        [(2, 32, 128), (128, 128), (64, 128), (64, 128)]),
+    "concat_heads": (lambda x: x.transpose(1, 2).contiguous().view(2, 32, -1) * 1.5, [(2, 4, 32, 32)]),
+    "noop_views": (lambda x: x.view(2, 32, 64).relu(), [(2, 32, 64)]),
+}
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_each_fusion_pass_computes_what_the_unfused_graph_did(name):
+    fn, shapes = PATTERNS[name]
+    torch.manual_seed(0)
+    args = [torch.randn(s) for s in shapes]
+    gm, fused = _aten_graph(fn, *args)
+    done = passes.run(fused)
+    want = name.split("_gqa")[0].split("_silu")[0]
+    assert done[want] == 1, (done, _targets(gm))
+    assert sum(done.values()) == 1 or name == "qkv_heads", done
+    assert len(_targets(fused)) < len(_targets(gm))
+    # the rewrite on the CPU (the fused ops' CPU kernels are their meaning) against the original graph
+    with torch.no_grad():
+        for a, b in zip(fused(*args), gm(*args)):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    # and on the device, through the fused lowerings, against the original graph on the CPU
+    dargs = [a.to(DEV) for a in args]
+    with torch.no_grad():
+        with ttnn_eager.strict():
+            got = fused(*dargs)
+        ref = gm(*args)
+    for a, b in zip(got, ref):
+        assert a.shape == b.shape
+        assert pcc(a.cpu(), b) >= 0.999
+
+
+def test_a_pattern_whose_intermediate_is_used_elsewhere_is_left_alone():
+    args = [torch.randn(2, 32, 64), torch.randn(96, 64), torch.randn(96)]
+    gm, fused = _aten_graph(lambda x, w, b: (lambda y: (F.gelu(y), y * 2))(F.linear(x, w, b)), *args)
+    assert passes.run(fused)["linear_activation"] == 0
+    # and a head size that is not a multiple of the tile is not given to the head split
+    args = [torch.randn(2, 32, 64)] + [torch.randn(64, 64)] * 3
+    gm, fused = _aten_graph(lambda x, *ws: tuple(F.linear(x, w).view(2, 32, -1, 16).transpose(1, 2) for w in ws), *args)
+    assert passes.run(fused)["qkv_heads"] == 0
