@@ -35,8 +35,11 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
                          f'{sorted(opts)}')
     opts.update(options or {})
     compilers = {kind: _compiler(kind, opts) for kind in ("forward", "backward", "inference")}
+    # keep_inference_input_mutations: a write into an input (a static KV cache's index_copy_) stays in the
+    # graph, so it is captured and replayed with the rest instead of running as a copy_ after every call
     return aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
-                        inference_compiler=compilers["inference"])(gm, example_inputs)
+                        inference_compiler=compilers["inference"],
+                        keep_inference_input_mutations=True)(gm, example_inputs)
 
 
 def _compiler(kind: str, opts: dict):

@@ -13,8 +13,9 @@ Per input signature (shapes, dtypes, devices of the tensor arguments; the values
                ttnn calls re-issued: no PyTorch dispatch, no lowering or layout decisions
 
 An argument read in place that is written between calls (an optimizer step on a weight: its `_version`
-moves) or replaced by another tensor object makes the signature start again at its 2nd call (counted in
-`graph_recaptures`): forms prepared from a weight at capture (the fused QKV weight) are then made anew.
+moves) or replaced by another tensor object (a new KV cache) makes that call eager and the next capture
+again (counted in `graph_recaptures`): forms prepared from a weight at capture (the fused QKV weight) are
+then made anew.
 
 Outputs are new tensor objects every call, holding the buffers the replay wrote (the next replay writes
 new ones): nothing returned earlier is overwritten, unlike CUDA graphs' static outputs.
@@ -46,12 +47,14 @@ def _signature(args) -> tuple:
 
 
 class _Warm:
-    """The first call of a signature: which arguments were there (by identity)."""
+    """The first call of a signature: which arguments were there (by identity); `moving`: positions known to
+    change at every call (from an earlier capture of the signature)."""
 
-    __slots__ = ("refs",)
+    __slots__ = ("refs", "moving")
 
-    def __init__(self, args):
+    def __init__(self, args, moving=()):
         self.refs = [weakref.ref(a) if isinstance(a, torch.Tensor) else None for a in args]
+        self.moving = set(moving)
 
 
 def _version(a):
@@ -116,10 +119,8 @@ class Replayed:
         return self._replay(state, args)
 
     def _capture(self, sig, warm: _Warm, args):
-        moving = []
-        for i, (a, ref) in enumerate(zip(args, warm.refs)):
-            if ref is not None and ref() is not a:
-                moving.append(i)
+        moving = sorted(warm.moving | {i for i, (a, ref) in enumerate(zip(args, warm.refs))
+                                       if ref is not None and ref() is not a})
         why = self._uncapturable(args, moving)
         if why:
             self.states[sig] = _Eager(why)
@@ -160,7 +161,7 @@ class Replayed:
                 # a tensor read in place was replaced by another object, or written since capture (an
                 # optimizer step, load_state_dict): forms made from it at capture (a fused QKV weight, conv
                 # weights) would be stale, so capture it anew
-                return self._recapture(args)
+                return self._recapture(state, args)
         with torch.no_grad():
             for i in state.moving:
                 a = args[i]
@@ -170,10 +171,11 @@ class Replayed:
         counters.counts["graph_replays"] += 1
         return self._fresh(state.outs)
 
-    def _recapture(self, args):
+    def _recapture(self, state: _Captured, args):
+        """This call eager (a warm-up again), the next captures: the arguments that moved stay moving."""
         counters.counts["graph_recaptures"] += 1
-        self.states[_signature(args)] = _Warm(args)
-        return self(*args)
+        self.states[_signature(args)] = _Warm(args, state.moving)
+        return self.gm(*args)
 
     @staticmethod
     def _fresh(outs):
