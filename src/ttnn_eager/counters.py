@@ -6,9 +6,13 @@
     layout_conversions  ROW_MAJOR <-> TILE and dtype conversions made by the layout policy
     host_to_device      tensors uploaded (ttnn.from_torch)
     device_to_host      tensors downloaded (ttnn.to_torch): outputs, prints, .item(), syncs
+    collectives         torch.distributed collectives and point-to-point ops run by the ttnn process group
+    collective_d2h_bytes, collective_h2d_bytes
+                        bytes of device buffers the collectives moved across PCIe (device -> host, host ->
+                        device): the device tensors' own sizes (TILE padding, device dtype), not numel*itemsize
 
 Per-op detail for reports: `aten_by_op()` (aten op -> calls), `ttnn_by_op` (ttnn op name -> calls),
-`fallback_by_op` (aten op -> CPU runs). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload
+`fallback_by_op` (aten op -> CPU runs), `collective_by_op` (collective -> calls). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload
 hashes in Python, which would cost two hashes on every op); `aten_ops` maps the ids back to the ops.
 """
 from __future__ import annotations
@@ -16,11 +20,13 @@ from __future__ import annotations
 import collections
 
 # aten_ops and ttnn_ops are the sums of the per-op Counters below (one increment per op, not two)
-counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host"), 0)
+counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host",
+                                        "collectives", "collective_d2h_bytes", "collective_h2d_bytes"), 0)
 aten_calls: collections.Counter = collections.Counter()  # id(aten op) -> calls
 aten_ops: dict = {}                                      # id(aten op) -> aten op (never reset)
 ttnn_by_op: collections.Counter = collections.Counter()
 fallback_by_op: collections.Counter = collections.Counter()
+collective_by_op: collections.Counter = collections.Counter()
 profile = None  # the active report.Report, if any (it times dispatch and attributes ttnn ops)
 
 
@@ -47,3 +53,4 @@ def reset_stats() -> None:
     aten_calls.clear()
     ttnn_by_op.clear()
     fallback_by_op.clear()
+    collective_by_op.clear()

@@ -54,8 +54,14 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index."""
+    """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index.
+
+    A process that sees only some chips (a torchrun rank: device/runtime.py's visible_devices) may name its
+    chip by its physical index, as `torch.ttnn.set_device(local_rank)` scripts do: that is its `ttnn:0`."""
     index = _index(device)
+    visible = runtime.visible_devices()
+    if visible is not None and index >= len(visible) and index in visible:
+        index = visible.index(index)
     _api().check_index(index)
     runtime.set_current_device(index)
 
