@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from ... import counters
-from . import NAME, host_path, work
+from . import NAME, _workarounds, host_path, work
 from .host_path import down, host_like, up
 
 _SIG = 16  # signature length: [collective, device, dtype, ndim, numel, dims...]
@@ -48,6 +48,7 @@ def _describe(row: list) -> str:
 class TtnnProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta):
         super().__init__(rank, size)
+        _workarounds.fix_view_offsets()
         self._gloo = ProcessGroupGloo(dist.PrefixStore(f"{NAME}/gloo", store), rank, size, timeout)
         self._check = os.environ.get("TTNN_EAGER_DIST_CHECK", "1") != "0"
         # c10d asks the group for per-device backends (device_id=..., splitting, object collectives' device):
