@@ -10,6 +10,7 @@ import torch
 from ..core import generator as _generator
 from ..core.generator import initial_seed, manual_seed, manual_seed_all  # noqa: F401  (torch.ttnn.*)
 from ..device import runtime
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 
 def _api():
