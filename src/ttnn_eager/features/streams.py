@@ -25,14 +25,8 @@ _stacks: dict = {}  # device index -> [Stream, ...]: the streams entered (`with 
 
 
 def _device_index(device) -> int:
-    if device is None:
-        return runtime.current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "ttnn":
-        raise ValueError(f"expected a ttnn device, got {device}")
-    return runtime.current_device() if device.index is None else device.index
+    from .device_module import _index  # the device module's reading of a device argument (it imports this)
+    return _index(device)
 
 
 def _synchronize(index: int) -> None:

@@ -181,17 +181,21 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("barrier", [])
 
     # ------------------------------------------------------------------------------- gathers, scatters
-    def allgather(self, output_lists, inputs, opts=None):
-        opts = opts or dist.AllgatherOptions()
+    def _gather(self, op: str, gloo_fn, output_lists, inputs, opts):
+        """all_gather / gather: inputs downloaded, gloo_fn on host buffers, the output lists uploaded."""
         for t in inputs:
-            self._agree("all_gather", t)
+            self._agree(op, t)
         hosts_in = [down(t) for t in inputs]
         hosts_out = [[host_like(o) for o in outs] for outs in output_lists]
-        self._gloo.allgather(hosts_out, hosts_in, opts).wait()
+        gloo_fn(hosts_out, hosts_in, opts).wait()
         for outs, houts in zip(output_lists, hosts_out):
             for o, h in zip(outs, houts):
                 up(o, h)
-        return self._done("all_gather", output_lists)
+        return self._done(op, output_lists)
+
+    def allgather(self, output_lists, inputs, opts=None):
+        return self._gather("all_gather", self._gloo.allgather, output_lists, inputs,
+                            opts or dist.AllgatherOptions())
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts or dist.AllgatherOptions()
@@ -206,16 +210,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("all_gather_into_tensor", [output])
 
     def gather(self, output_lists, inputs, opts=None):
-        opts = opts or dist.GatherOptions()
-        for t in inputs:
-            self._agree("gather", t)
-        hosts_in = [down(t) for t in inputs]
-        hosts_out = [[host_like(o) for o in outs] for outs in output_lists]
-        self._gloo.gather(hosts_out, hosts_in, opts).wait()
-        for outs, houts in zip(output_lists, hosts_out):
-            for o, h in zip(outs, houts):
-                up(o, h)
-        return self._done("gather", output_lists)
+        return self._gather("gather", self._gloo.gather, output_lists, inputs, opts or dist.GatherOptions())
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
