@@ -36,6 +36,10 @@ def _load_backend():
 _registration.register(_device_module, _load_backend)
 _route_default_compile()
 
+from .features import distributed as _distributed  # noqa: E402
+
+_distributed.register()  # the c10d backend "ttnn" (a dictionary entry; the group loads when one is made)
+
 from .config import configure, strict  # noqa: E402
 from .counters import reset_stats, stats  # noqa: E402
 

@@ -9,9 +9,13 @@
     graph_replays       replays of torch.compile(backend="ttnn") graphs (features/compile)
     compiled_eager_calls  calls of compiled graphs that ran eagerly (their capture was refused)
     graph_recaptures    compiled graphs captured again (a weight they read was written, or replaced)
+    collectives         torch.distributed collectives and point-to-point ops run by the ttnn process group
+    collective_d2h_bytes, collective_h2d_bytes
+                        bytes of device buffers the collectives moved across PCIe (device -> host, host ->
+                        device): the device tensors' own sizes (TILE padding, device dtype), not numel*itemsize
 
 Per-op detail for reports: `aten_by_op()` (aten op -> calls), `ttnn_by_op` (ttnn op name -> calls),
-`fallback_by_op` (aten op -> CPU runs). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload
+`fallback_by_op` (aten op -> CPU runs), `collective_by_op` (collective -> calls). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload
 hashes in Python, which would cost two hashes on every op); `aten_ops` maps the ids back to the ops.
 """
 from __future__ import annotations
@@ -20,11 +24,13 @@ import collections
 
 # aten_ops and ttnn_ops are the sums of the per-op Counters below (one increment per op, not two)
 counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host",
-                                        "graph_replays", "compiled_eager_calls", "graph_recaptures"), 0)
+                                        "graph_replays", "compiled_eager_calls", "graph_recaptures",
+                                        "collectives", "collective_d2h_bytes", "collective_h2d_bytes"), 0)
 aten_calls: collections.Counter = collections.Counter()  # id(aten op) -> calls
 aten_ops: dict = {}                                      # id(aten op) -> aten op (never reset)
 ttnn_by_op: collections.Counter = collections.Counter()
 fallback_by_op: collections.Counter = collections.Counter()
+collective_by_op: collections.Counter = collections.Counter()
 profile = None  # the active report.Report, if any (it times dispatch and attributes ttnn ops)
 
 
@@ -51,3 +57,4 @@ def reset_stats() -> None:
     aten_calls.clear()
     ttnn_by_op.clear()
     fallback_by_op.clear()
+    collective_by_op.clear()

@@ -34,6 +34,7 @@ import time
 import torch
 
 from .. import counters
+from . import runtime
 from .base import RUNTIME, Handle, _resolve, shape_of, ttnn  # noqa: F401  (the device API's names)
 
 TILE = ttnn.TILE_LAYOUT
@@ -56,7 +57,17 @@ _devices: dict = {}
 
 
 def device_count() -> int:
-    return BACKEND.device_count()
+    """The chips this process sees (runtime.visible_devices: a torchrun rank sees its own chip only)."""
+    n = BACKEND.device_count()
+    visible = runtime.visible_devices()
+    if visible is None:
+        return n
+    bad = [i for i in visible if not 0 <= i < n]
+    if bad:
+        raise RuntimeError(f"this process is to use chip {bad[0]} (TTNN_EAGER_VISIBLE_DEVICES, or torchrun's "
+                           f"LOCAL_RANK), but the {RUNTIME.board or 'system'} has {n} chip(s): start at most "
+                           f"{n} rank(s) per host, or set TTNN_EAGER_VISIBLE_DEVICES")
+    return len(visible)
 
 
 def check_index(index: int) -> None:
@@ -70,7 +81,8 @@ def device(index: int):
     dev = _devices.get(index)
     if dev is None:
         check_index(index)
-        dev = _devices[index] = ttnn.open_device(device_id=index, l1_small_size=L1_SMALL_SIZE,
+        dev = _devices[index] = ttnn.open_device(device_id=runtime.physical_index(index),
+                                                 l1_small_size=L1_SMALL_SIZE,
                                                  **BACKEND.open_options())
     return dev
 
@@ -362,6 +374,13 @@ def _shared_buffer(out, args):
         if type(a) is Handle and a.tt is not None and a.tt.buffer_address() == address:
             return a.root if a.root is not None else a.tt
     return None
+
+
+def device_bytes(h: Handle) -> int:
+    """Bytes of h's device buffer (its padded shape in its device dtype); 0 for a Handle not yet written."""
+    if h.tt is None:
+        return 0
+    return int(math.prod(h.padded_shape) * _ELEMENT_BYTES.get(h.tt.dtype, 4))
 
 
 def buffer_address(h: Handle) -> int | None:

@@ -10,6 +10,12 @@ its devices is the current one (`ttnn` with no index).
     auto            (default) hardware if a card is found (/dev/tenstorrent), else mock-wormhole, with a
                     one-line notice on stderr
 
+Which chips this process sees (`visible_devices`, what CUDA_VISIBLE_DEVICES is for CUDA): all of them, unless
+`TTNN_EAGER_VISIBLE_DEVICES` lists physical indices ("1", "0,1"; "all" for every chip), or the process is one
+of several torchrun ranks on this host (LOCAL_RANK and LOCAL_WORLD_SIZE > 1 set): then it owns chip LOCAL_RANK
+alone. Visible chips are renumbered from 0, so each rank's chip is `ttnn:0` (PyTorch 2.14's autograd engine
+gives a Python device one device queue: a backward on `ttnn:1` fails inside the engine).
+
 A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
 no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
 probing PCIe, and builds kernels with a stand-in for the sfpi compiler. This module lays that rig out in a
@@ -62,6 +68,29 @@ def set_current_device(index: int) -> None:
     """Make ttnn:<index> the current device (the caller has checked that it exists)."""
     global _current
     _current = index
+
+
+def visible_devices() -> tuple | None:
+    """The physical indices of the chips this process sees as ttnn:0, ttnn:1, ...; None for all of them."""
+    spec = os.environ.get("TTNN_EAGER_VISIBLE_DEVICES", "").strip().lower()
+    if spec == "all":
+        return None
+    if spec:
+        try:
+            return tuple(int(i) for i in spec.split(","))
+        except ValueError:
+            raise RuntimeError(f"TTNN_EAGER_VISIBLE_DEVICES={spec!r}: expected chip indices such as 0 or 0,1, "
+                               f"or all") from None
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    if local_rank is not None and local_size is not None and int(local_size) > 1:
+        return (int(local_rank),)
+    return None
+
+
+def physical_index(index: int) -> int:
+    """The physical chip behind the logical `ttnn:<index>`."""
+    visible = visible_devices()
+    return index if visible is None else visible[index]
 
 
 def hardware_present() -> bool:

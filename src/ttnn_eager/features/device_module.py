@@ -10,6 +10,7 @@ import torch
 from ..core import generator as _generator
 from ..core.generator import initial_seed, manual_seed, manual_seed_all  # noqa: F401  (torch.ttnn.*)
 from ..device import runtime
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 
 def _api():
@@ -54,8 +55,14 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index."""
+    """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index.
+
+    A process that sees only some chips (a torchrun rank: device/runtime.py's visible_devices) may name its
+    chip by its physical index, as `torch.ttnn.set_device(local_rank)` scripts do: that is its `ttnn:0`."""
     index = _index(device)
+    visible = runtime.visible_devices()
+    if visible is not None and index >= len(visible) and index in visible:
+        index = visible.index(index)
     _api().check_index(index)
     runtime.set_current_device(index)
 

@@ -1,0 +1,274 @@
+"""The rank program of tests/test_distributed.py, launched by torchrun with 2 ranks on the mock n300:
+
+    python -m torch.distributed.run --nproc-per-node 2 tests/distributed_ranks.py all|collectives|ddp OUT.json
+
+Each rank writes its results to OUT.json.<rank> (the test reads both).
+"""
+import json
+import os
+import sys
+import time
+
+T0 = time.time()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import ttnn_eager  # noqa: E402
+
+MODE, OUT = sys.argv[1], sys.argv[2]
+RANK, WORLD, LOCAL = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
+DEV = "ttnn:0"
+DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.bool]
+results: dict = {"rank": RANK, "checks": {}, "errors": {}}
+
+
+def sample(shape, dtype, salt=0):
+    g = torch.Generator().manual_seed(1000 * RANK + 17 * salt + DTYPES.index(dtype))
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 3).to(dtype)
+    return torch.randint(-4, 5, shape, generator=g).to(dtype)
+
+
+def same(name, got: torch.Tensor, want: torch.Tensor):
+    ok = got.device.type == "ttnn" and got.dtype == want.dtype and got.shape == want.shape \
+        and torch.equal(got.cpu(), want)
+    results["checks"][name] = bool(ok)
+    if not ok:
+        results["errors"][name] = f"got {got.device} {got.dtype} {got.cpu().flatten()[:6].tolist()} " \
+                                  f"want {want.dtype} {want.flatten()[:6].tolist()}"
+
+
+def both(name, fn, *inputs):
+    """fn(tensors..., group) on ttnn copies with the default (ttnn) group and on CPU tensors with plain gloo."""
+    dev = [x.to(DEV) for x in inputs]
+    cpu = [x.clone() for x in inputs]
+    got = fn(*dev, group=None)
+    want = fn(*cpu, group=GLOO)
+    for i, (g, w) in enumerate(zip(got, want)):
+        same(f"{name}[{i}]" if len(got) > 1 else name, g, w)
+
+
+def collectives():
+    shape = (5, 7)  # not a multiple of the 32x32 tile
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
+           "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}
+    for dtype in DTYPES:
+        d = str(dtype).replace("torch.", "")
+        for opname, op in ops.items():
+            if dtype == torch.bool and opname == "avg":
+                continue
+
+            def ar(x, group, op=op):
+                if opname == "avg" and group is GLOO:  # gloo has no AVG: its SUM, then the division
+                    dist.all_reduce(x, group=group)
+                    return [x / WORLD if x.dtype.is_floating_point else torch.div(x, WORLD, rounding_mode="trunc")]
+                dist.all_reduce(x, op=op, group=group)
+                return [x]
+            both(f"all_reduce.{opname}.{d}", ar, sample(shape, dtype))
+
+        def bc(x, group):
+            dist.broadcast(x, src=1, group=group)
+            return [x]
+        both(f"broadcast.{d}", bc, sample(shape, dtype))
+
+        def ag(x, group):
+            outs = [torch.empty_like(x) for _ in range(WORLD)]
+            dist.all_gather(outs, x, group=group)
+            return outs
+        both(f"all_gather.{d}", ag, sample(shape, dtype))
+
+        def agt(x, group):
+            out = torch.empty((WORLD * shape[0], shape[1]), dtype=x.dtype, device=x.device)
+            dist.all_gather_into_tensor(out, x, group=group)
+            return [out]
+        both(f"all_gather_into_tensor.{d}", agt, sample(shape, dtype))
+
+        for opname in ("sum", "max", "min") + (("avg",) if dtype.is_floating_point else ()):
+            def rst(x, group, opname=opname):
+                out = torch.empty((4, 3), dtype=x.dtype, device=x.device)
+                if opname == "avg" and group is GLOO:
+                    dist.reduce_scatter_tensor(out, x, group=group)
+                    return [out / WORLD]
+                dist.reduce_scatter_tensor(out, x, op=ops[opname], group=group)
+                return [out]
+            if dtype == torch.bool and opname == "sum":
+                pass
+            both(f"reduce_scatter_tensor.{opname}.{d}", rst, sample((WORLD * 4, 3), dtype))
+
+        def a2a(x, group):
+            out = torch.empty_like(x)
+            dist.all_to_all_single(out, x, group=group)
+            return [out]
+        both(f"all_to_all_single.even.{d}", a2a, sample((WORLD * 3, 4), dtype))
+
+        ins = [1 + RANK, 3 - RANK]                       # rank 0 sends 1 and 3 rows, rank 1 2 and 2
+        outs = [1 + r for r in range(WORLD)] if RANK == 0 else [3 - r for r in range(WORLD)]
+
+        def a2a_uneven(x, group):
+            out = torch.empty((sum(outs), 4), dtype=x.dtype, device=x.device)
+            dist.all_to_all_single(out, x, output_split_sizes=outs, input_split_sizes=ins, group=group)
+            return [out]
+        both(f"all_to_all_single.uneven.{d}", a2a_uneven, sample((4, 4), dtype))
+
+        def p2p(x, group):
+            buf = torch.empty_like(x)
+            if RANK == 0:
+                dist.send(x, dst=1, group=group)
+                dist.recv(buf, src=1, group=group)
+            else:
+                dist.recv(buf, src=0, group=group)
+                dist.send(x, dst=0, group=group)
+            return [buf]
+        both(f"send_recv.{d}", p2p, sample(shape, dtype))
+
+        def batch_p2p(x, group):
+            buf = torch.empty_like(x)
+            peer = 1 - RANK
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer, group=group),
+                                           dist.P2POp(dist.irecv, buf, peer, group=group)])
+            for r in reqs:
+                r.wait()
+            return [buf]
+        both(f"batch_isend_irecv.{d}", batch_p2p, sample(shape, dtype))
+
+    # async Work: a completed future carrying the outputs (DDP's reducer reads it)
+    x = sample((3, 3), torch.float32).to(DEV)
+    w = dist.all_reduce(x, async_op=True)
+    w.wait()
+    fut = w.get_future().value()
+    results["checks"]["async_work"] = bool(w.is_completed() and isinstance(fut, list) and fut[0] is x)
+    dist.barrier()
+
+    # CPU tensors on the ttnn group go to gloo as they are
+    c = sample((6,), torch.float32)
+    c_ref = c.clone()
+    dist.all_reduce(c)
+    dist.all_reduce(c_ref, group=GLOO)
+    results["checks"]["cpu_tensor_on_ttnn_group"] = c.device.type == "cpu" and torch.equal(c, c_ref)
+
+    # PCIe bytes: a tile-aligned float32 tensor (float32 storage) is 64*64*4 bytes on the device
+    n = 64 * 64 * 4
+    moved = {}
+    for name, fn in [
+            ("all_reduce", lambda x: dist.all_reduce(x)),
+            ("broadcast", lambda x: dist.broadcast(x, src=0)),
+            ("all_gather_into_tensor",
+             lambda x: dist.all_gather_into_tensor(torch.empty((WORLD * 64, 64), device=DEV), x)),
+            ("reduce_scatter_tensor",
+             lambda x: dist.reduce_scatter_tensor(torch.empty((64 // WORLD, 64), device=DEV), x))]:
+        x = torch.ones(64, 64).to(DEV)
+        ttnn_eager.reset_stats()
+        fn(x)
+        s = ttnn_eager.stats()
+        moved[name] = [s["collective_d2h_bytes"], s["collective_h2d_bytes"], s["collectives"]]
+    results["bytes"] = moved
+    results["bytes_expected"] = {
+        "all_reduce": [n, n, 1],
+        "broadcast": [n, 0, 1] if RANK == 0 else [0, n, 1],   # only the source reads its device
+        "all_gather_into_tensor": [n, WORLD * n, 1],
+        "reduce_scatter_tensor": [n, n // WORLD, 1]}
+
+    # mismatches: the same ValueError on every rank, and the group still works afterwards
+    for case, x in [("numel", torch.ones(4 if RANK == 0 else 8)),
+                    ("dtype", torch.ones(4, dtype=torch.float32 if RANK == 0 else torch.int32)),
+                    ("shape", torch.ones((4, 2) if RANK == 0 else (8,)))]:
+        try:
+            dist.all_reduce(x.to(DEV))
+            results["errors"][f"mismatch.{case}"] = "no error"
+        except ValueError as e:
+            results.setdefault("mismatch", {})[case] = str(e)
+    y = torch.full((3,), float(RANK + 1)).to(DEV)
+    dist.all_reduce(y)
+    results["checks"]["group_usable_after_mismatch"] = y.cpu().tolist() == [3.0, 3.0, 3.0]
+
+
+def ddp():
+    t0 = time.time()
+    import transformers
+    results["import_transformers_s"] = round(time.time() - t0, 1)
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=32, num_labels=3,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    batch, seq = 8, 12
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq))
+    labels = torch.randint(0, cfg.num_labels, (batch,))
+
+    def train(model, ids, labels, steps=3):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            out = model(input_ids=ids.to(DEV), labels=labels.to(DEV))
+            out.loss.backward()
+            opt.step()
+            losses.append(float(out.loss.detach().cpu()))
+        return losses
+
+    torch.manual_seed(1)
+    init = transformers.BertForSequenceClassification(cfg).eval()
+    state = {k: v.clone() for k, v in init.state_dict().items()}
+    model = transformers.BertForSequenceClassification(cfg).eval()
+    model.load_state_dict(state)
+    model.to(DEV)
+    ddp_model = DDP(model)
+    results["ddp_setup_s"] = round(time.time() - t0, 1)
+    half = batch // WORLD
+    ttnn_eager.reset_stats()
+    t = time.time()
+    losses = train(ddp_model, ids[RANK * half:(RANK + 1) * half], labels[RANK * half:(RANK + 1) * half])
+    s = ttnn_eager.stats()
+    import ttnn_eager.counters as counters
+    results["ddp"] = {"losses": losses, "seconds": round(time.time() - t, 1), "collectives": dict(counters.collective_by_op),
+                      "d2h_bytes": s["collective_d2h_bytes"], "h2d_bytes": s["collective_h2d_bytes"]}
+    trained = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
+    if RANK == 0:  # one process on the whole batch (no DDP: the loss is the mean over the whole batch)
+        single = transformers.BertForSequenceClassification(cfg).eval()
+        single.load_state_dict(state)
+        single.to(DEV)
+        t = time.time()
+        results["single_losses"] = train(single, ids, labels)
+        results["single_seconds"] = round(time.time() - t, 1)
+        ref = {k: v.detach().cpu().float() for k, v in single.state_dict().items()}
+        diffs = {k: float((trained[k] - ref[k]).abs().max()) for k in ref}
+        moved = {k: float((trained[k] - state[k].float()).abs().max()) for k in ref}
+        results["max_param_diff"] = max(diffs.values())
+        results["worst_param"] = max(diffs, key=diffs.get)
+        results["max_param_update"] = max(moved.values())
+        results["params_checked"] = len(diffs)
+    # the ranks' replicas are identical (DDP's averaged gradients)
+    flat = torch.cat([v.flatten() for v in trained.values()])
+    other = [torch.empty_like(flat) for _ in range(WORLD)]
+    dist.all_gather(other, flat, group=GLOO)
+    results["replicas_equal"] = bool(torch.equal(other[0], other[1]))
+
+
+ttnn_eager.configure(float32_storage="float32")  # exactness against gloo on float32 values
+torch.ttnn.set_device(LOCAL)  # this rank's chip, which it sees as ttnn:0 (device/runtime.py visible_devices)
+dist.init_process_group(device_id=torch.device("ttnn:0"))
+GLOO = dist.new_group(backend="gloo")
+results["setup"] = {"backend": dist.get_backend(), "group": type(dist.group.WORLD).__name__,
+                    "device_count": torch.ttnn.device_count(), "startup_s": round(time.time() - T0, 1)}
+try:
+    if MODE in ("all", "collectives"):
+        t = time.time()
+        collectives()
+        results["collectives_s"] = round(time.time() - t, 1)
+    if MODE in ("all", "ddp"):
+        ttnn_eager.configure(float32_storage="bfloat16")  # the default: DDP within bfloat16 tolerance
+        ddp()
+except Exception:  # noqa: BLE001  (reported to the test, which fails with it)
+    import traceback
+    results["errors"]["exception"] = traceback.format_exc()
+    print(traceback.format_exc(), file=sys.stderr)
+results["total_s"] = round(time.time() - T0, 1)
+with open(f"{OUT}.{RANK}", "w") as f:
+    json.dump(results, f, indent=1)
+dist.destroy_process_group()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)  # skip the interpreter's teardown (closing the mock device, nanobind's leak report): seconds

@@ -1,0 +1,152 @@
+"""torch.distributed on ttnn: the c10d backend "ttnn" (features/distributed), 2 torchrun ranks on the mock n300.
+
+One torchrun launch (tests/distributed_ranks.py, ~70-90 s on the 2-core box: each rank imports torch, opens its
+chip and builds a BERT) serves the 2-rank tests; each reads its part of both ranks' results. The rest runs in
+this process with a world of one."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import ttnn_eager
+from ttnn_eager.device import runtime
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+N_CHECKS = 84  # the collective matrix of distributed_ranks.collectives(): a case that vanishes fails the test
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("dist") / "result.json")
+    env = dict(os.environ, TTNN_EAGER_DEVICE="mock-n300", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+           "--master-port", str(_free_port()), os.path.join(HERE, "distributed_ranks.py"), "all", out]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    results = []
+    for rank in (0, 1):
+        assert os.path.exists(f"{out}.{rank}"), f"rank {rank} wrote no results (exit {r.returncode}):\n" \
+                                                f"{r.stderr[-4000:]}"
+        with open(f"{out}.{rank}") as f:
+            results.append(json.load(f))
+    assert r.returncode == 0, r.stderr[-4000:]
+    return results
+
+
+def test_torchrun_ranks_each_see_their_chip_as_ttnn0(ranks):
+    for r in ranks:
+        assert r["errors"] == {}, r["errors"]
+        assert r["setup"]["backend"] == "ttnn" and r["setup"]["group"] == "TtnnProcessGroup"
+        assert r["setup"]["device_count"] == 1  # the rank's own chip of the n300, as ttnn:0
+
+
+def test_every_collective_exact_against_gloo(ranks):
+    for r in ranks:
+        failed = [k for k, ok in r["checks"].items() if not ok]
+        assert not failed, {k: r["errors"].get(k) for k in failed}
+        assert len(r["checks"]) == N_CHECKS
+        for dtype in ("float32", "bfloat16", "int32", "int64", "bool"):
+            for op in ("all_reduce.sum", "all_reduce.max", "all_reduce.min", "all_reduce.product", "broadcast",
+                       "all_gather[1]", "all_gather_into_tensor", "reduce_scatter_tensor.sum",
+                       "all_to_all_single.even", "all_to_all_single.uneven", "send_recv", "batch_isend_irecv"):
+                assert r["checks"][f"{op}.{dtype}" if "[" not in op else op.replace("[", f".{dtype}[")]
+        for dtype in ("float32", "bfloat16", "int32", "int64"):
+            assert r["checks"][f"all_reduce.avg.{dtype}"]
+        assert r["checks"]["async_work"] and r["checks"]["cpu_tensor_on_ttnn_group"]
+
+
+def test_pcie_bytes_counted_per_collective(ranks):
+    for r in ranks:
+        assert r["bytes"] == r["bytes_expected"]
+    assert ranks[0]["bytes"]["broadcast"] == [64 * 64 * 4, 0, 1]  # the source only reads
+    assert ranks[1]["bytes"]["broadcast"] == [0, 64 * 64 * 4, 1]  # the others only write
+
+
+def test_mismatched_tensors_raise_the_same_error_on_every_rank(ranks):
+    for case in ("numel", "dtype", "shape"):
+        msgs = [r["mismatch"][case] for r in ranks]
+        assert msgs[0] == msgs[1]
+        assert "rank 0: torch.float32" in msgs[0] and "rank 1: torch." in msgs[0]
+    assert "torch.int32 (4,)" in ranks[0]["mismatch"]["dtype"]
+    assert all(r["checks"]["group_usable_after_mismatch"] for r in ranks)
+
+
+def test_ddp_bert_matches_one_process_on_the_whole_batch(ranks):
+    r0, r1 = ranks
+    assert r0["params_checked"] == 41
+    # the update is large against the tolerance, so a wrong gradient (or none) fails
+    assert r0["max_param_update"] > 0.05
+    assert r0["max_param_diff"] < 0.01, (r0["worst_param"], r0["max_param_diff"])
+    assert r0["replicas_equal"] and r1["replicas_equal"]
+    # step 0: the mean of the half-batch losses is the whole batch's loss (bfloat16 logits)
+    assert abs((r0["ddp"]["losses"][0] + r1["ddp"]["losses"][0]) / 2 - r0["single_losses"][0]) < 0.02
+    assert r0["ddp"]["collectives"]["all_reduce"] == 3  # one gradient bucket per step
+    assert r0["ddp"]["d2h_bytes"] > 0 and r0["ddp"]["h2d_bytes"] > 0
+
+
+# ----------------------------------------------------------------------------------------------- one process
+def test_backend_registered_for_the_ttnn_device():
+    assert "ttnn" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["ttnn"] == "ttnn"
+    assert dist.Backend.backend_capability["ttnn"] == ["ttnn"]
+
+
+@pytest.mark.parametrize("how", ["none", "device_id", "name", "mixed"])
+def test_init_process_group_picks_the_ttnn_group(how):
+    kwargs = {"none": {}, "device_id": {"device_id": torch.device("ttnn:0")}, "name": {"backend": "ttnn"},
+              "mixed": {"backend": "cpu:gloo,ttnn:ttnn"}}[how]
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1, **kwargs)
+    try:
+        assert type(dist.group.WORLD).__name__ == "TtnnProcessGroup"
+        x = torch.arange(6, dtype=torch.float32).to("ttnn:0")
+        ttnn_eager.reset_stats()
+        dist.all_reduce(x)
+        assert x.device.type == "ttnn" and x.cpu().tolist() == [0, 1, 2, 3, 4, 5]
+        s = ttnn_eager.stats()
+        assert s["collectives"] == 1 and s["collective_d2h_bytes"] > 0 and s["collective_h2d_bytes"] > 0
+        c = torch.ones(3)
+        dist.all_reduce(c)  # a CPU tensor in the ttnn group: gloo's, unstaged
+        assert c.device.type == "cpu" and c.tolist() == [1, 1, 1]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_visible_devices(monkeypatch):
+    for var in ("TTNN_EAGER_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert runtime.visible_devices() is None
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert runtime.visible_devices() is None  # a single rank keeps every chip
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert runtime.visible_devices() == (1,) and runtime.physical_index(0) == 1
+    monkeypatch.setenv("TTNN_EAGER_VISIBLE_DEVICES", "all")
+    assert runtime.visible_devices() is None
+    monkeypatch.setenv("TTNN_EAGER_VISIBLE_DEVICES", "0,1")
+    assert runtime.visible_devices() == (0, 1)
+    monkeypatch.setenv("TTNN_EAGER_VISIBLE_DEVICES", "x")
+    with pytest.raises(RuntimeError, match="TTNN_EAGER_VISIBLE_DEVICES"):
+        runtime.visible_devices()
+
+
+def test_offset_views_keep_their_offset():
+    """Views of views with a storage offset keep it (a shadowed dispatch._meta_of once put them at offset 0);
+    DDP's _broadcast_coalesced unflattens its flat buffer so."""
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+    ts = [torch.randn(s).to(torch.bfloat16).float() for s in [(64, 32), (32,), (3, 32), (3,)]]
+    dt = [t.to("ttnn:0") for t in ts]
+    outs = _unflatten_dense_tensors(_flatten_dense_tensors(dt), dt)
+    assert [o.storage_offset() for o in outs] == [0, 2048, 2080, 2176]
+    assert all(torch.equal(o.cpu(), t) for o, t in zip(outs, ts))
