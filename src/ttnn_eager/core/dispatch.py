@@ -293,6 +293,7 @@ def _dispatch(func, args, kwargs):
         hkwargs = {}
     if call is not None and call.promote:
         hargs, hkwargs = call.promoted(hargs, hkwargs)
+    tt = None  # (a device tensor held by this frame would count as a second owner: api.sole_owner, release)
     try:
         result = entry.fn(*hargs, **hkwargs)
     except (Unfit, api.CoreMemoryError) as unfit:  # (too big for the cores' L1 is a refusal too)

@@ -7,6 +7,14 @@ stays TILE; the ROW_MAJOR tensors are an embedding table (converted once, in pla
 convolution kernels (parameters of 3+ dims whose last two are under 32: TILE would pad each 3x3 plane to
 32x32; a use that needs TILE converts them like any other tensor).
 
+Convolution kernels are *staged* (api.stage): `.to("ttnn:0")` keeps their value on the host, and their
+device form is the one conv2d consumes, made by ttnn.prepare_conv_weights (which reads a host tensor) at the
+first convolution -- so a conv kernel takes its bfloat16 size once on the device, not its stored ROW_MAJOR
+form (one 32-byte-aligned DRAM page per kernel row: 5.3x for 3x3, 16x for 1x1) plus its prepared form. So
+is a 0-d integer whose value is known (BatchNorm's num_batches_tracked: one tile in each of the 12 DRAM
+banks, 48 KiB). Any other use uploads it first (`materialize`, counted in host_to_device); a write from the
+host into a staged tensor (load_state_dict) stays staged.
+
 Storage (at upload, `storage_for`):
     torch.float32    bfloat16 TILE   (float32 with configure(float32_storage="float32"); the torch dtype
                                       PyTorch sees stays float32, like a TF32 switch)
@@ -51,6 +59,8 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
     INDEX       uint32, any layout (embedding and gather indices)
     TABLE       ROW_MAJOR bfloat16 (embedding tables; converted in place, so once; a float32 table -- a trained
                 one -- is copied to bfloat16 at each lookup)
+    STAGED      as it is, and a staged tensor stays on the host (conv weights: their consumer prepares them
+                from the host value; views, clones and copies of a staged tensor are staged too)
 Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering whose ttnn op takes one):
     kind        ttnn ops                          math_fidelity  fp32_dest_acc  math_approx
     matmul      matmul, linear                    HiFi2          True           False
@@ -68,8 +78,9 @@ Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering 
     ARCH_CHOICES lists what each architecture accepts, and anything else is refused before ttnn is called.
 Prepared forms (`prepared`): a parameter re-laid out into the private form one TT-NN op consumes -- conv2d's
 weights and bias (ttnn.prepare_conv_weights / prepare_conv_bias), whose form depends on the input's size,
-the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept beside
-the parameter while it lives and is not written; a steady-state forward prepares (converts) nothing.
+the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept on the
+parameter's handle (Handle.forms) while it lives and is not written; a steady-state forward prepares
+(converts) nothing. The forms die with the handle (no module-level cache holds them).
 
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change that may lose information
@@ -106,6 +117,7 @@ PROMOTE = Need("PROMOTE", api.TILE, "promote")
 SIGNED = Need("SIGNED", api.TILE, "signed")
 INDEX = Need("INDEX", None, "uint32")
 TABLE = Need("TABLE", api.ROW_MAJOR, "bfloat16")
+STAGED = Need("STAGED")
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}
@@ -218,6 +230,8 @@ def train_storage(h: api.Handle) -> api.Handle:
     """A trainable parameter about to be updated in place: widened to float32 storage (exact, in place) under
     train_dtype="float32", so that the update is computed and kept in float32."""
     _TRAINABLE.add(h)
+    if h.host is not None:
+        materialize(h)
     if config.settings["train_dtype"] == "float32" and h.tt is not None and h.tt_dtype != api.FLOAT32 \
             and h.dtype == torch.float32:
         _relayout(h, api.TILE)
@@ -235,19 +249,28 @@ def storage_like(h: api.Handle, dtype: torch.dtype, nonnegative: bool = False):
     return storage_for(dtype, nonnegative)
 
 
-def to_device(value: torch.Tensor, index: int) -> api.Handle:
-    """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept)."""
+def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -> api.Handle:
+    """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept); a convolution
+    kernel (is_kernel_weight) and a 0-d integer or bool tensor (its value known: bounds) are staged on the
+    host instead (api.stage), and so is a value written into a staged tensor `into` (copy_: load_state_dict),
+    in its layout."""
     bounds = None
     if value.dtype in _INT or value.dtype == torch.bool:
         bounds = (*_int_range(value), True) if value.numel() else None
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
-    if value.numel() == 0 or is_kernel_weight(value):
+    kernel = value.numel() > 0 and is_kernel_weight(value)
+    if value.numel() == 0 or kernel:
         layout = api.ROW_MAJOR
     elif value.dtype == torch.float32 and tt_dtype != api.FLOAT32:
         value = _saturated(value)
-    h = api.upload(value, tt_dtype, layout, index, bounds=bounds)
+    if into is not None and into.host is not None and value.numel():
+        h = api.stage(value, tt_dtype, into.host[2], index, bounds=bounds)
+    elif kernel or (value.dim() == 0 and bounds is not None):  # (a known 0-d integer: num_batches_tracked)
+        h = api.stage(value, tt_dtype, layout, index, bounds=bounds)
+    else:
+        h = api.upload(value, tt_dtype, layout, index, bounds=bounds)
     if is_trainable(value):
         _TRAINABLE.add(h)
     return h
@@ -265,8 +288,11 @@ def _saturated(value: torch.Tensor) -> torch.Tensor:
 
 
 def materialize(h: api.Handle) -> api.Handle:
-    """Give an unwritten (torch.empty) handle a device tensor: zeros."""
-    if h.tt is None:
+    """Give a staged handle its device tensor (its host value, uploaded), an unwritten (torch.empty) one
+    zeros."""
+    if h.tt is None and h.host is not None:
+        api.upload_staged(h)
+    elif h.tt is None:
         tt_dtype, layout = storage_for(h.dtype)
         h.assign(api.create("zeros", (tuple(h.shape),), tt_dtype, layout, h.index, h.dtype))
     return h
@@ -312,6 +338,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     """h in the form `need` asks for: layout changes and lossless widenings happen in place (and stay),
     other dtype changes give a new handle."""
     if h.tt is None:
+        if need is STAGED and h.host is not None:
+            return h
         materialize(h)
     if satisfies(h.tt, need):
         return h  # the common case
@@ -455,18 +483,19 @@ def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
 
 
 # ----------------------------------------------------------------------------------------------- prepared forms
-_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # parameter handle -> {key: prepared}
-
-
-def prepared(h: api.Handle, key: tuple, make) -> api.Handle:
-    """`make(h)` -- h in the form an op consumes -- made once per (h, key) and cached while h lives and is
-    not written in place (a write bumps h.version and drops the old forms). Counted in layout_conversions
-    when made."""
-    forms = _PREPARED.get(h)
+def prepared(h: api.Handle, key: tuple, make, stale=None) -> api.Handle:
+    """`make(h)` -- h in the form an op consumes -- made once per (h, key) and kept on h (Handle.forms) while
+    h lives and is not written (a write drops h's forms: Handle.assign, and h.version), nor `stale(form)`
+    (a form that also depends on other tensors: it is then made again, in its place). Counted in
+    layout_conversions when made. A staged h is passed as it is (make reads its host value). The forms die
+    with h: nothing else holds them."""
+    forms = h.forms
     if forms is None or forms.get("version") != h.version:
-        forms = _PREPARED[h] = {"version": h.version}
+        forms = h.forms = {"version": h.version}
     form = forms.get(key)
+    if form is not None and stale is not None and stale(form):
+        form = forms[key] = None
     if form is None:
-        form = forms[key] = make(materialize(h))
+        form = forms[key] = make(h if h.host is not None else materialize(h))
         counters.counts["layout_conversions"] += 1
     return form

@@ -4,12 +4,17 @@ Everything the backend does on a device goes through these functions:
 
     device(index)                   the ttnn device behind `ttnn:<index>` (opened on first use, closed at exit)
     upload(tensor, dtype, layout)   host -> device (ttnn.from_torch), counted in host_to_device
+    stage(tensor, dtype, layout)    a Handle whose value stays on the host until a use needs it on the device
+                                    (upload_staged): conv kernels, whose device form is their prepared one
+    release(handle)                 a device tensor staged back to the host (its buffer freed) once its
+                                    consumers read a prepared form of it instead (batch-norm statistics)
     download(handle)                device -> host (ttnn.to_torch), counted in device_to_host
     run(op, *args, **kwargs)        one ttnn op (e.g. "linear", "transformer.scaled_dot_product_attention"),
                                     counted in ttnn_ops
     create(op, args, ...)           a ttnn factory op (full, zeros, arange) made on the device
     overwrite(dst, src)             an in-place write into dst's own buffer (ttnn.copy), where no other
                                     tensor is on that buffer
+    empty_cache(index)              release what ttnn's program cache holds on the device (see below)
 
 and the results are `Handle`s: a ttnn tensor plus what PyTorch sees of it (torch dtype and shape).
 
@@ -17,7 +22,17 @@ Two backends, chosen once at import (BACKEND, at the end): the card (card.py: tt
 read back, graphs become ttnn traces) and the mock device (mock.py: the real ttnn library with no hardware,
 whose values come from shadow execution: each Handle also carries `shadow`, the torch tensor its device
 tensor would hold, computed with TT-NN's golden functions). The verbs here call the backend through one
-interface -- `stored`, `value(s)`, `created`, `read`, `shadows_off` -- and never ask which one it is.
+interface -- `stored`, `rounded`, `value(s)`, `created`, `read`, `shadows_off` -- and never ask which one
+it is.
+
+Device memory beside tensors. ttnn's program cache keeps every program it built, and a program owns device
+buffers: its kernel binaries (DRAM) and, for conv2d and the pools, its sliding-window (halo) configuration
+tensors in L1_SMALL, the small per-core region reserved when the device opens (L1_SMALL_SIZE). They live as
+long as the cache entry -- past the model that made them -- so a long process that runs many models fills
+L1_SMALL. When an op fails for lack of DRAM or L1_SMALL, `run` and `prepare` empty the program cache (as
+PyTorch's caching allocator frees its cached blocks) and try once more; `empty_cache`
+(torch.ttnn.empty_cache) does the same on request. Errors name the memory that is full: DRAM, L1 or
+L1_SMALL.
 
 Graph capture (features/graphs.py) hooks in here and nowhere else: while `recording` is set, `run`, `create` and
 `upload` report each call and its result handles to it, and `download`/`synchronize` (host syncs) are
@@ -50,6 +65,8 @@ _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32:
 L1_SMALL_SIZE = 32768
 _PRECHECK_BYTES = 64 << 20  # constants from this size up are checked against free device memory first
 recording = None  # the graph capture under way (graphs._Recorder), if any
+_live_traces: dict = {}  # device index -> captured ttnn traces not yet released (they use cached programs)
+retries: dict = {}  # device index -> ops retried after the program cache was emptied (memory_stats)
 
 
 # ----------------------------------------------------------------------------------------------- devices
@@ -108,6 +125,12 @@ def memory_allocated(index: int) -> int:
         view = ttnn.get_memory_view(dev, kind)
         total += view.total_bytes_allocated_per_bank * view.num_banks
     return total
+
+
+def memory_used(index: int, kind: str) -> int:
+    """Bytes allocated in one memory of device `index`: "DRAM", "L1" or "L1_SMALL" (every bank)."""
+    view = ttnn.get_memory_view(device(index), getattr(ttnn.BufferType, kind))
+    return view.total_bytes_allocated_per_bank * view.num_banks
 
 
 def memory_capacity(index: int) -> int:
@@ -208,7 +231,7 @@ def _close_all() -> None:
     gc.collect()  # drop device tensors that are already garbage before their device goes away
     for obj in gc.get_objects():  # and release the ones still referenced (module globals of a script)
         if type(obj) is Handle:
-            obj.tt = obj.shadow = None
+            obj.tt = obj.shadow = obj.host = obj.forms = None
     _resolve.cache_clear()
     BACKEND.release()
     gc.collect()
@@ -247,25 +270,79 @@ class CoreMemoryError(torch.OutOfMemoryError):
     refusal (registry.Unfit): the op runs on the CPU fallback, counted and warned, or strict mode names it."""
 
 
-def _out_of_memory(err: Exception, index: int, what: str):
-    """ttnn's allocator failure as a torch.OutOfMemoryError naming the device, the sizes and what to do (None
-    for any other error); CoreMemoryError when it is an L1 buffer. ttnn raises before allocating, so every
-    tensor that existed before is intact."""
+def _memory_kind(err: Exception):
+    """(memory, bytes asked) of a ttnn allocator failure -- memory "DRAM", "L1" or "L1_SMALL" from ttnn's text
+    "Out of Memory: Not enough space to allocate <n> B <memory> buffer ..." (DRAM when it names none), bytes
+    None when it names no size -- or None for any other error."""
     if not isinstance(err, RuntimeError) or "Out of Memory" not in str(err):
         return None
     import re
-    asked = re.search(r"allocate (\d+) B", str(err))
-    mib = 2.0 ** 20
-    size = int(asked.group(1)) / mib if asked else None
-    asked = "a buffer" if size is None else f"{size:,.0f} MiB" if size >= 10 else f"{size:.1f} MiB"
-    if re.search(r"B L1 buffer", str(err)):
-        bank = re.search(r"bank size is (\d+) B", str(err))
-        per_core = f" ({int(bank.group(1)) / mib:,.1f} MiB per core)" if bank else ""
+    found = re.search(r"allocate (\d+) B(?: (DRAM|L1_SMALL|L1) buffer)?", str(err))
+    return (found.group(2) or "DRAM", int(found.group(1))) if found else ("DRAM", None)
+
+
+def _out_of_memory(err: Exception, index: int, what: str):
+    """ttnn's allocator failure as a torch.OutOfMemoryError naming the device, the memory that is full (DRAM,
+    L1 or L1_SMALL), the sizes and what to do (None for any other error); CoreMemoryError when it is a
+    per-core region (L1, L1_SMALL). ttnn raises before allocating, so every tensor that existed before is
+    intact."""
+    kind = _memory_kind(err)
+    if kind is None:
+        return None
+    import re
+    kind, nbytes = kind
+    asked = "a buffer" if nbytes is None else _size(nbytes)
+    bank = re.search(r"bank size is (\d+) B", str(err))
+    per_core = f" ({_size(int(bank.group(1)))} per core)" if bank else ""
+    if kind == "L1":
         return CoreMemoryError(f"{what} needs a {asked} L1 buffer, more than the cores' SRAM holds{per_core}")
+    if kind == "L1_SMALL":
+        return CoreMemoryError(
+            f"{what} needs a {asked} L1_SMALL buffer, and the cores' L1_SMALL region is full "
+            f"({_size(memory_used(index, 'L1_SMALL'))} used on ttnn:{index}{per_core}). L1_SMALL holds the "
+            f"sliding-window configurations of conv2d and the pools, which ttnn's program cache keeps "
+            f"(torch.ttnn.empty_cache() releases them); its size is reserved when the device opens "
+            f"(device.api.L1_SMALL_SIZE).")
     return torch.OutOfMemoryError(
-        f"ttnn:{index} ({device_name(index)}) is out of memory: tried to allocate {asked} for {what}; "
-        f"{memory_allocated(index) / mib:,.0f} MiB of {memory_capacity(index) / mib:,.0f} MiB DRAM are "
-        f"allocated. Free tensors you no longer need (del), or use a smaller batch or sequence length.")
+        f"ttnn:{index} ({device_name(index)}) is out of memory: tried to allocate {asked} of DRAM for {what}; "
+        f"{_size(memory_used(index, 'DRAM'))} of {_size(memory_capacity(index))} DRAM are allocated. Free "
+        f"tensors you no longer need (del), or use a smaller batch or sequence length.")
+
+
+def _size(nbytes: int) -> str:
+    """A byte count as people read it: "288 B", "1.5 KiB", "3.4 MiB", "20,480 MiB"."""
+    if nbytes < 1 << 20:
+        return f"{nbytes / 1024:.1f} KiB" if nbytes >= 1024 else f"{nbytes} B"
+    mib = nbytes / 2.0 ** 20
+    return f"{mib:,.0f} MiB" if mib >= 10 else f"{mib:.1f} MiB"
+
+
+def _retry_after_eviction(index: int, what: str, err: Exception, call):
+    """An op that failed for lack of device memory, called once more after ttnn's program cache is emptied
+    (cached programs hold DRAM and L1_SMALL buffers: see the module docstring). Its error if that does not
+    help, or if nothing could be released: an empty cache, a graph capture under way (its recorded programs
+    must stay), or an L1 failure (the op's own working buffers, which no cache holds)."""
+    if recording is None and _memory_kind(err)[0] != "L1" and empty_cache(index):
+        retries[index] = retries.get(index, 0) + 1
+        try:
+            return call()
+        except RuntimeError as again:
+            if _memory_kind(again) is None:
+                raise
+            err = again
+    raise _out_of_memory(err, index, what) from err
+
+
+def empty_cache(index: int) -> bool:
+    """Release the device buffers ttnn's program cache holds (every cached program: its kernel binaries and
+    its sliding-window configurations); the next call of each op builds its program again. False when there
+    was nothing to release, or while a captured ttnn trace is alive (it replays cached programs)."""
+    dev = _devices.get(index)
+    if dev is None or _live_traces.get(index) or not dev.num_program_cache_entries():
+        return False
+    ttnn.synchronize_device(dev)  # (a card: no program still running uses what is freed)
+    dev.clear_program_cache()
+    return True
 
 
 class _OutOfMemoryGuard:
@@ -311,12 +388,67 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
     return h
 
 
+def stage(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype | None = None,
+          bounds=None) -> Handle:
+    """A Handle for `value` kept on the host, rounded to `tt_dtype` as an upload would, with no device buffer:
+    for a parameter whose device form is a prepared one (a conv kernel: ttnn.prepare_conv_weights reads a host
+    tensor, and its stored form -- ROW_MAJOR [out, in, kh, kw], one 32-byte-aligned DRAM page per kernel row --
+    would take 5x (3x3) to 16x (1x1) its bfloat16 size), or a 0-d integer whose value is known (bounds), such
+    as BatchNorm's num_batches_tracked, which would take a tile in each of the 12 DRAM banks (48 KiB). The
+    first use that needs a device tensor uploads it (upload_staged, counted then)."""
+    src = value.detach()
+    if src.dtype == torch.bool:
+        src = src.to(torch.bfloat16)
+    elif src.dtype == torch.int64:
+        src = src.to(torch.int32)
+    held = BACKEND.rounded(src.contiguous(), tt_dtype, layout)
+    h = Handle(None, BACKEND.stored(held, tt_dtype), dtype or value.dtype, value.shape, index, bounds)
+    h.host = (held, tt_dtype, layout)
+    return h
+
+
+def release(h: Handle) -> bool:
+    """Stage h back on the host: its value is kept there (read from the device when the host does not know
+    it, counted in device_to_host) and its device buffer freed -- for a tensor whose only consumer now reads
+    a prepared form of it (layout.prepared), so that the prepared form replaces it on the device instead of
+    doubling it. Done only when h alone holds its buffer (sole_owner: no view, clone or graph shares it);
+    returns whether it was."""
+    if not sole_owner(h):
+        return False
+    value = h.shadow
+    if value is None:
+        counters.counts["device_to_host"] += 1
+        value = BACKEND.read(h)
+    h.host = (value, h.tt.dtype, h.tt.layout)
+    h.tt = None
+    return True
+
+
+def upload_staged(h: Handle) -> Handle:
+    """A staged handle's value moved to the device (in place: h now holds a device tensor), counted in
+    host_to_device."""
+    value, tt_dtype, layout = h.host
+    src = value.to(torch.int32) if value.dtype == torch.int64 else value  # (a uint32 shadow is int64)
+    with _OutOfMemoryGuard(h.index, f"a {tuple(h.shape)} tensor from the host"):
+        tt = ttnn.from_torch(src, dtype=tt_dtype, layout=layout, device=device(h.index))
+    counters.counts["host_to_device"] += 1
+    _grew(h.index, value.numel())
+    h.tt, h.host = tt, None
+    if h.shadow is None:
+        h.shadow = BACKEND.stored(value, tt_dtype)
+    if recording is not None:
+        recording.on_upload(h)
+    return h
+
+
 def download(h: Handle) -> torch.Tensor:
     """Device -> host: the value as a CPU tensor of the torch dtype PyTorch sees."""
     if recording is not None:
         recording.refuse("a device-to-host read (.cpu(), .item(), printing a tensor, a data-dependent branch)")
     counters.counts["device_to_host"] += 1
     if h.tt is None:
+        if h.host is not None:  # staged: the value is on the host
+            return h.host[0].reshape(h.shape).to(h.dtype)
         return torch.zeros(h.shape, dtype=h.dtype)
     if not h.shape.numel():  # nothing to read
         return torch.empty(h.shape, dtype=h.dtype)
@@ -338,10 +470,9 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     try:
         out = _resolve(op)(*targs, **tkwargs)
     except RuntimeError as err:
-        oom = _out_of_memory(err, first.index, f"the result of ttnn.{op}")
-        if oom is None:
+        if _memory_kind(err) is None:
             raise
-        raise oom from err
+        out = _retry_after_eviction(first.index, f"ttnn.{op}", err, lambda: _resolve(op)(*targs, **tkwargs))
     _count(op)
     dtype = out_dtype or first.dtype
     if not isinstance(out, (list, tuple)):
@@ -432,12 +563,18 @@ def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:
     later op consumes (prepare_conv_weights, prepare_conv_bias), returning it on the device. These ops read
     the parameter from a host tensor, so its value is read from the device first (once per prepared form,
     counted in device_to_host), reshaped to `shape` if given. The result holds that value (its shadow, torch
-    dtype and shape); its device tensor is in the op's private form."""
-    value = download(source)
+    dtype and shape); its device tensor is in the op's private form. A staged source (see stage) is read
+    from the host, with no device read."""
+    value = source.host[0].reshape(source.shape) if source.host is not None else download(source)
     tt_dtype = FLOAT32 if source.tt_dtype == FLOAT32 else BFLOAT16
     host = ttnn.from_torch(value.float().reshape(shape or value.shape), dtype=tt_dtype)
-    with _OutOfMemoryGuard(source.index, f"ttnn.{op} of a {tuple(source.shape)} parameter"):
+    try:
         out = _resolve(op)(**{arg: host}, **kwargs)
+    except RuntimeError as err:
+        if _memory_kind(err) is None:
+            raise
+        out = _retry_after_eviction(source.index, f"ttnn.{op} of a {tuple(source.shape)} parameter", err,
+                                    lambda: _resolve(op)(**{arg: host}, **kwargs))
     _count(op)
     held = source.shadow if source.shadow is None or shape is None else source.shadow.reshape(shape)
     return Handle(out, held, source.dtype, shape or source.shape, source.index)
@@ -499,7 +636,9 @@ def shadows_off():
 # The hardware replay path of features/graphs.py (a card only, BACKEND.traces: on a mock device
 # end_trace_capture crashes inside tt-metal, so graphs never calls these there).
 def begin_trace(index: int):
-    return ttnn.begin_trace_capture(device(index), cq_id=0)
+    trace_id = ttnn.begin_trace_capture(device(index), cq_id=0)
+    _live_traces[index] = _live_traces.get(index, 0) + 1  # (empty_cache leaves the program cache alone)
+    return trace_id
 
 
 def end_trace(index: int, trace_id) -> None:
@@ -513,6 +652,7 @@ def execute_trace(index: int, trace_id) -> None:
 def release_trace(index: int, trace_id) -> None:
     if index in _devices:
         ttnn.release_trace(_devices[index], trace_id)
+        _live_traces[index] = max(_live_traces.get(index, 0) - 1, 0)
 
 
 def copy_into(src_tt, dst_tt) -> None:

@@ -31,10 +31,15 @@ class Handle:
             tensor object, held so that its reference count counts every tensor on the buffer (see overwrite)
     pinned  its tensor asked for a fixed device address (torch._dynamo.mark_static_address, as transformers'
             StaticCache does): in-place writes keep its buffer (dispatch.write, overwrite)
+    host    a *staged* tensor (api.stage): (value, device dtype, layout) kept on the host while `tt` is None;
+            the first use that needs a device tensor uploads it (layout.materialize -> api.upload_staged)
+    forms   the prepared forms made from this tensor (layout.prepared), held by the handle itself so that
+            they die with it: a form that refers back to its handle is a plain reference cycle, which the
+            garbage collector frees, where a weak-keyed cache holding the form would keep both alive forever
     """
 
     __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "pinned",
-                 "__weakref__")
+                 "host", "forms", "__weakref__")
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
         self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
@@ -44,25 +49,32 @@ class Handle:
         self.source = None    # for a view with its own device tensor: how to re-derive it (dispatch.refresh)
         self.root = None      # the tensor object whose buffer `tt` shares, if any
         self.pinned = False   # in-place writes keep the device buffer
+        self.host = None      # (value, device dtype, layout) of a staged tensor (tt is None), else None
+        self.forms = None     # prepared forms (layout.prepared), else None
 
     def assign(self, other: "Handle") -> None:
-        """This handle now holds other's value: its device tensor, shadow and known value bounds."""
+        """This handle now holds other's value: its device tensor (or staged host value), shadow and known
+        value bounds. The prepared forms made from the old value are dropped."""
         self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
+        self.host, self.forms = other.host, None
 
     @property
     def layout(self):
-        return self.tt.layout
+        return self.tt.layout if self.tt is not None or self.host is None else self.host[2]
 
     @property
     def tt_dtype(self):
-        return self.tt.dtype
+        return self.tt.dtype if self.tt is not None or self.host is None else self.host[1]
 
     @property
     def padded_shape(self):
         return tuple(self.tt.padded_shape)
 
     def __repr__(self):
-        where = "unwritten" if self.tt is None else f"{self.tt.layout}, {self.tt.dtype}, padded {self.padded_shape}"
+        if self.tt is not None:
+            where = f"{self.tt.layout}, {self.tt.dtype}, padded {self.padded_shape}"
+        else:
+            where = "unwritten" if self.host is None else f"staged on the host, {self.host[1]}"
         return f"Handle(ttnn:{self.index}, {tuple(self.shape)}, {self.dtype}, {where})"
 
 

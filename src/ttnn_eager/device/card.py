@@ -31,6 +31,10 @@ class Card:
     def stored(self, value: torch.Tensor, tt_dtype):
         return None
 
+    def rounded(self, value: torch.Tensor, tt_dtype, layout) -> torch.Tensor:
+        """A staged tensor's host value (api.stage): what the card would hold, by ttnn's host conversion."""
+        return ttnn.to_torch(ttnn.from_torch(value, dtype=tt_dtype, layout=layout))
+
     def value(self, op: str, args, kwargs, out):
         return None
 

@@ -5,6 +5,7 @@ DRAM/L1 allocator -- but executes nothing: reading a result back would give zero
 carries `shadow`, the torch tensor its device tensor would hold, and this backend computes it:
 
     stored(value, tt_dtype)        an upload's value: what the device holds after storing it as tt_dtype
+    rounded(value, tt_dtype, ...)  the same, for a staged tensor's host value (api.stage)
     value(op, args, kwargs, out)   a ttnn op's result value: TT-NN's own golden function
                                    (`ttnn.get_golden_function`), or a reference from REFERENCES where ttnn has
                                    none, evaluated in float32 on the arguments' shadows -- the hardware
@@ -234,6 +235,9 @@ class Mock:
 
     def stored(self, value: torch.Tensor, tt_dtype):
         return _round(value, tt_dtype)  # an upload's value is known, shadows off or on
+
+    def rounded(self, value: torch.Tensor, tt_dtype, layout) -> torch.Tensor:
+        return _round(value, tt_dtype)  # a staged tensor's host value (api.stage)
 
     def value(self, op: str, args, kwargs, out):
         return shadow(op, args, kwargs, (out,))[0] if self.shadowing else None

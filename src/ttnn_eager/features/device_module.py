@@ -95,7 +95,8 @@ def get_device_name(device=None) -> str:
 
 
 def memory_allocated(device=None) -> int:
-    """Bytes of device memory (DRAM and L1) held by tensors, from ttnn's own allocator."""
+    """Bytes of device memory (DRAM and L1) allocated, from ttnn's own allocator: tensors, and the programs
+    ttnn's program cache keeps (empty_cache releases those)."""
     return _api().sample_peak(_index(device))
 
 
@@ -117,7 +118,7 @@ def reset_max_memory_allocated(device=None) -> None:
 
 
 def memory_reserved(device=None) -> int:
-    """Bytes held for tensors. ttnn's allocator returns a buffer to the device when its tensor dies (there
+    """Bytes held on the device. ttnn's allocator returns a buffer to the device when its tensor dies (there
     is no caching allocator, unlike CUDA's), so this equals memory_allocated."""
     return memory_allocated(device)
 
@@ -127,8 +128,15 @@ def max_memory_reserved(device=None) -> int:
 
 
 def empty_cache() -> None:
-    """Nothing to release: ttnn frees device buffers when their tensors die (no cache holds freed memory).
-    Accepted for torch.cuda compatibility."""
+    """Release the device memory ttnn's program cache holds on every open device (torch.cuda.empty_cache's
+    counterpart): each cached program owns its kernel binaries (DRAM) and, for conv2d and the pools, its
+    sliding-window configurations in L1_SMALL, past the model that built it. The next call of each op builds
+    its program again. (An op that runs out of DRAM or L1_SMALL does this itself once before raising.)
+    Tensors are not affected: ttnn frees a tensor's buffer when the tensor dies."""
+    api = _api()
+    for index in range(api.device_count()):
+        if api.is_open(index):
+            api.empty_cache(index)
 
 
 def memory_stats(device=None) -> dict:
@@ -145,7 +153,7 @@ def memory_stats(device=None) -> dict:
         stats[f"{kind}.all.current"] = current
         stats[f"{kind}.all.peak"] = peak
     stats["allocation.all.current"] = sum(v["blocks"] for v in views.values())
-    stats["num_alloc_retries"] = 0
+    stats["num_alloc_retries"] = api.retries.get(index, 0)
     stats["num_ooms"] = 0
     for name, view in views.items():
         for key, value in view.items():

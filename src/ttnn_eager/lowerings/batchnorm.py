@@ -6,7 +6,13 @@ The input [N, C, *] is viewed as [N, C, L] (L = the product of the spatial sizes
 Eval (running statistics): y = x * scale + shift with scale = weight / sqrt(running_var + eps) and
 shift = bias - running_mean * scale, folded once per (parameters, versions) by the layout policy
 (layout.prepared on the running mean: a write into any of them, e.g. load_state_dict, refolds), so a
-steady-state forward is one multiply and one add per BatchNorm.
+steady-state forward is one multiply and one add per BatchNorm. The folded form holds its parameters only
+weakly (to tell a parameter from a later one at the same id): a form that held them -- the running mean
+among them, its own handle -- kept all six tensors of every BatchNorm on the device after its model was
+deleted, when the forms were kept in a weak-keyed cache. Once folded, the four tensors are staged back to the
+host (api.release): the folded scale and shift replace them on the device (each small tensor takes at least
+one tile in each of the 12 DRAM banks, 24 KiB), so the lowerings take them as they are (STAGED) and put them
+on the device only where they compute with them (the fold, training).
 
 Training (batch statistics, also InstanceNorm and GroupNorm): mean and biased variance over (N, L) in
 float32 (a bfloat16 variance loses its small values), normalized in float32, the result stored back in the
@@ -16,10 +22,12 @@ eval returns empty ones.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from ..core import layout as policy
-from ..core.layout import TILE_FLOAT
+from ..core.layout import STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .views import reshape
@@ -43,19 +51,31 @@ def _write(h: api.Handle, value: api.Handle) -> None:
 
 
 def _fold(x, weight, bias, mean, var, eps):
-    """(scale, shift) of eval batch norm as [1, C, 1], folded once per parameter versions."""
+    """(scale, shift) of eval batch norm as [1, C, 1], folded once per parameter versions (one form per
+    running mean and eps, made again when a parameter is replaced or written)."""
     c = x.shape[1]
     parts = (weight, bias, mean, var)
-    key = ("batch_norm", float(eps)) + tuple((id(p), p.version) if p is not None else None for p in parts)
+    versions = tuple(None if p is None else p.version for p in parts)
 
     def fold(_):
-        inv = api.run("rsqrt", api.run("add", var, float(eps)))
-        scale = api.run("multiply", inv, weight) if weight is not None else inv
-        shift = api.run("multiply", mean, scale)
-        shift = api.run("subtract", bias, shift) if bias is not None else api.run("neg", shift)
-        return _channels(scale, c), _channels(shift, c), parts  # parts: kept alive, so their ids stay theirs
+        w, b, m, v = (None if p is None else policy.ensure(p, TILE_FLOAT) for p in parts)
+        inv = api.run("rsqrt", api.run("add", v, float(eps)))
+        scale = api.run("multiply", inv, w) if w is not None else inv
+        shift = api.run("multiply", m, scale)
+        shift = api.run("subtract", b, shift) if b is not None else api.run("neg", shift)
+        # the parts by weak reference: the form must not keep its parameters (its own handle among them) alive
+        refs = tuple(None if p is None else weakref.ref(p) for p in parts)
+        return _channels(scale, c), _channels(shift, c), refs, versions
 
-    scale, shift, _ = policy.prepared(mean, key, fold)
+    def stale(form):  # a parameter replaced (another tensor, perhaps at the same id) or written since
+        return form[3] != versions or any((r is None) != (p is None) or (r is not None and r() is not p)
+                                          for r, p in zip(form[2], parts))
+
+    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps)), fold, stale)
+    if api.recording is None:
+        for p in parts:  # the folded form replaces them on the device
+            if p is not None and p.tt is not None:
+                api.release(p)
     return scale, shift
 
 
@@ -76,6 +96,8 @@ def _stats(x3, dims):
 
 
 def _train(x, weight, bias, running_mean, running_var, momentum, eps):
+    weight, bias, running_mean, running_var = (None if p is None else policy.ensure(p, TILE_FLOAT)
+                                               for p in (weight, bias, running_mean, running_var))
     n, c = x.shape[0], x.shape[1]
     count = x.shape.numel() // c
     x3 = policy.to_float32(reshape(x, (n, c, -1)))
@@ -103,13 +125,17 @@ def _affine(out, weight, bias, c):
     return out
 
 
+# the input on the device; weight, bias and statistics as they are (staged once folded: see the docstring)
+_NEEDS = {"input": TILE_FLOAT, "*": STAGED}
+
+
 def _check(x):
     if len(x.shape) < 2 or x.shape.numel() == 0:
         raise Unfit(f"batch_norm: input of shape {list(x.shape)}")
 
 
 @lowering(aten.native_batch_norm.default, ttnn=["multiply", "add", "mean", "subtract", "rsqrt"],
-          needs=TILE_FLOAT, notes="eval: one multiply-add with scale/shift folded once; training: float32 "
+          needs=_NEEDS, notes="eval: one multiply-add with scale/shift folded once; training: float32 "
                                   "batch statistics, running statistics updated in place")
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     _check(x)
@@ -119,14 +145,14 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     return _eval(x, weight, bias, running_mean, running_var, eps)
 
 
-@lowering(aten._native_batch_norm_legit_no_training.default, ttnn=["multiply", "add"], needs=TILE_FLOAT)
+@lowering(aten._native_batch_norm_legit_no_training.default, ttnn=["multiply", "add"], needs=_NEEDS)
 def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
     _check(x)
     return _eval(x, weight, bias, running_mean, running_var, eps)
 
 
 @lowering(aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
-          ttnn=["multiply", "add", "mean", "subtract", "rsqrt"], needs=TILE_FLOAT)
+          ttnn=["multiply", "add", "mean", "subtract", "rsqrt"], needs=_NEEDS)
 def native_batch_norm_legit(x, weight, bias, *args):
     _check(x)
     if len(args) == 5:  # running_mean, running_var, training, momentum, eps

@@ -9,7 +9,8 @@ conv1d is conv2d with a height of 1 (the weight gains a unit kernel height in it
 Weights. TT-NN re-lays out conv weights and bias into a form that depends on the input's size and the
 sharding conv2d picks (ttnn.prepare_conv_weights / prepare_conv_bias); the layout policy makes that form
 once per (parameter, configuration) and keeps it (layout.prepared), so a steady-state forward converts
-nothing.
+nothing. A kernel parameter is staged on the host until then (core/layout.py), so the prepared form is its
+only device copy; the weight arrives as it is (STAGED: not uploaded for this op).
 
 Transposed convolutions (ConvTranspose1d/2d) are TT-NN's conv_transpose2d the same way, their weights
 ([in, out, kh, kw]) mirrored by their preparation as PyTorch's semantics ask.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..core import layout as policy
-from ..core.layout import ANY, TILE_FLOAT
+from ..core.layout import ANY, STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .views import permute_handle, reshape
@@ -92,7 +93,7 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 
 
 @lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d"],
-          needs={"input": TILE_FLOAT, "weight": ANY, "bias": ANY},
+          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": ANY},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; 3-d and grouped (other than depthwise; any groups when transposed) "
                 "convolutions run on the CPU fallback")

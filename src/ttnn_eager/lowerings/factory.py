@@ -10,10 +10,11 @@ import torch
 
 from ..core import capture
 from ..core import layout as policy
-from ..core.layout import ANY, TILE
+from ..core.layout import ANY, STAGED, TILE
 from ..core.registry import lowering
 from ..device import api
 from ._common import index_of, is_handle
+from .views import share
 
 aten = torch.ops.aten
 
@@ -182,6 +183,8 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     """h as torch dtype `dtype`, with PyTorch's conversion semantics (bool: != 0; float -> int truncates)."""
     if h.dtype == dtype:
         return h
+    if h.host is not None:  # staged (a conv kernel): converted on the device
+        policy.materialize(h)
     policy.check_dtype(dtype)
     if 0 in h.shape:  # no elements: nothing to convert (ttnn's typecast cannot take a zero-size tensor)
         return policy.to_device(torch.empty(h.shape, dtype=dtype), h.index)
@@ -206,7 +209,7 @@ def _nonzero_bounds(b):
     return (0, 1, exact and (lo == 0 or hi == 0))  # then a zero and a non-zero both occur
 
 
-@lowering(aten._to_copy.default, ttnn=["typecast", "from_torch", "to_torch"], mixed_devices=True,
+@lowering(aten._to_copy.default, ttnn=["typecast", "from_torch", "to_torch"], mixed_devices=True, needs=STAGED,
           notes="device -> cpu downloads, cpu -> device uploads under the storage policy")
 def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     target = torch.device(device) if device is not None else None
@@ -220,10 +223,10 @@ def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blo
     if target is not None and index_of(target) != x.index:
         return policy.to_device(api.download(x).to(dtype), index_of(target))
     out = cast(x, dtype)
-    return api.Handle(out.tt, out.shadow, out.dtype, out.shape, out.index) if out is x else out
+    return share(x) if out is x else out
 
 
-@lowering(aten.copy_.default, ttnn=["from_torch", "to_torch"], mixed_devices=True,
+@lowering(aten.copy_.default, ttnn=["from_torch", "to_torch"], mixed_devices=True, needs=STAGED,
           notes="src is broadcast to self's shape; cpu <-> ttnn in either direction")
 def copy_(dst, src, non_blocking=False):
     if not is_handle(dst):  # ttnn -> cpu: PyTorch hands back the CPU tensor itself
@@ -232,7 +235,9 @@ def copy_(dst, src, non_blocking=False):
     if not is_handle(src):
         capture.refuse("a copy_ from a CPU tensor (its value would be frozen into the graph)")
         value = torch.as_tensor(src).to(dst.dtype).expand(shape)
-        return policy.to_device(value, dst.index)
+        # (load_state_dict into a staged conv kernel: the new value is staged too, not uploaded as a TILE
+        # [out, in, kh, kw] tensor, which would pad every kernel plane to 32x32)
+        return policy.to_device(value, dst.index, into=dst)
     if src.index != dst.index:
         return policy.to_device(api.download(src).to(dst.dtype).expand(shape), dst.index)
     if tuple(src.shape) != shape:

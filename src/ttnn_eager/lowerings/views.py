@@ -15,7 +15,7 @@ import math
 import torch
 
 from ..core import layout as policy
-from ..core.layout import ANY, PROMOTE, TILE
+from ..core.layout import ANY, PROMOTE, STAGED, TILE
 from ..core.registry import inverse_of, lowering
 from ..device import api
 from ._common import contiguous_shape, dim
@@ -24,8 +24,11 @@ aten = torch.ops.aten
 
 
 def share(x: api.Handle) -> api.Handle:
-    """A new handle on the same device tensor (copy-on-write: in-place ops replace, never modify)."""
-    return api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index, x.bounds)
+    """A new handle on the same device tensor (copy-on-write: in-place ops replace, never modify), or on the
+    same host value of a staged one."""
+    h = api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index, x.bounds)
+    h.host = x.host
+    return h
 
 
 def same_values(out: api.Handle, x: api.Handle, every_value: bool = True) -> api.Handle:
@@ -62,8 +65,8 @@ def view(x, size):
     return reshape(x, size)
 
 
-@lowering(aten.clone.default, needs=ANY, notes="shares the device tensor copy-on-write: no device op")
-@lowering(aten.lift_fresh_copy.default, needs=ANY,
+@lowering(aten.clone.default, needs=STAGED, notes="shares the device tensor copy-on-write: no device op")
+@lowering(aten.lift_fresh_copy.default, needs=STAGED,
           notes="a compiled graph's tensor constant (torch.tensor(...) in the model), copied: as clone")
 def clone(x, *, memory_format=None):
     return share(x)
