@@ -28,6 +28,7 @@ torchvision = pytest.importorskip("torchvision")
 import ttnn_eager  # noqa: E402,F401
 from conftest import pcc  # noqa: E402
 from ttnn_eager.device import api  # noqa: E402
+from ttnn_eager.core.tensor import handle_of  # noqa: E402
 
 DEV = "ttnn:0"
 KINDS = ("DRAM", "L1", "L1_SMALL")
@@ -115,9 +116,9 @@ def test_resnet18_weights_take_their_bfloat16_size_once():
     assert weights <= 1.1 * bf16
     # conv kernels: staged on the host, their prepared form the only device copy; BatchNorm's statistics
     # and affine parameters released once folded, num_batches_tracked never uploaded
-    assert m.conv1.weight._handle.tt is None and m.conv1.weight._handle.forms
+    assert handle_of(m.conv1.weight).tt is None and handle_of(m.conv1.weight).forms
     bn = m.layer1[0].bn1
-    assert all(t._handle.tt is None for t in (bn.weight, bn.bias, bn.running_mean, bn.running_var,
+    assert all(handle_of(t).tt is None for t in (bn.weight, bn.bias, bn.running_mean, bn.running_var,
                                               bn.num_batches_tracked))
     # saving, copying and reloading do not put the original kernels on the device, nor keep stale forms
     x = torch.randn(1, 3, 64, 64).to(DEV)
@@ -127,8 +128,8 @@ def test_resnet18_weights_take_their_bfloat16_size_once():
     torch.save(m.state_dict(), buf)
     clone = copy.deepcopy(m)
     m.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), map_location="cpu"))
-    assert m.layer1[0].conv1.weight._handle.tt is None and clone.layer1[0].conv1.weight._handle.tt is None
-    assert m.layer1[0].conv1.weight._handle.forms is None  # the write dropped the old prepared form
+    assert handle_of(m.layer1[0].conv1.weight).tt is None and handle_of(clone.layer1[0].conv1.weight).tt is None
+    assert handle_of(m.layer1[0].conv1.weight).forms is None  # the write dropped the old prepared form
     with torch.no_grad():
         assert torch.equal(m(x).cpu(), before)
         assert torch.equal(clone(x).cpu(), before)
@@ -165,10 +166,10 @@ def test_a_refolded_batch_norm_uses_the_new_statistics():
 def test_a_staged_kernel_is_uploaded_by_any_other_use_with_its_value():
     conv = torch.nn.Conv2d(8, 16, 3).to(DEV)
     w = conv.weight.detach().cpu()                  # a read from the host copy: no upload
-    assert conv.weight._handle.tt is None
+    assert handle_of(conv.weight).tt is None
     with torch.no_grad():
         doubled = (conv.weight * 2).cpu()           # a device op: uploaded first
-    assert conv.weight._handle.tt is not None
+    assert handle_of(conv.weight).tt is not None
     assert torch.equal(doubled, (w.to(torch.bfloat16) * 2).float())
 
 
@@ -226,7 +227,7 @@ def test_an_op_that_fails_again_after_eviction_names_l1_small(monkeypatch):
     (a * 2).cpu()
     calls = _flaky_add(monkeypatch, "L1_SMALL", 2)
     with pytest.raises(api.CoreMemoryError, match="L1_SMALL region is full"):
-        api.run("add", a._handle, a._handle)
+        api.run("add", handle_of(a), handle_of(a))
     assert len(calls) == 2
 
 
@@ -237,5 +238,5 @@ def test_an_l1_failure_is_not_retried(monkeypatch):
     programs = api.program_cache_entries(0)
     calls = _flaky_add(monkeypatch, "L1", 1)
     with pytest.raises(api.CoreMemoryError, match="L1 buffer"):
-        api.run("add", a._handle, a._handle)
+        api.run("add", handle_of(a), handle_of(a))
     assert len(calls) == 1 and api.program_cache_entries(0) == programs

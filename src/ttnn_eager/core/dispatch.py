@@ -212,7 +212,7 @@ def _finish(entry, func, result, args, kwargs, hargs, hkwargs):
 def _own(h: api.Handle, base: api.Handle) -> api.Handle:
     """h as the value of a new tensor: a handle of its own when it is (or derives from) another tensor's."""
     if h is base or h.source is not None:
-        return api.Handle(h.tt, h.shadow, h.dtype, h.shape, h.index, h.bounds)
+        return h.shared()
     return h
 
 

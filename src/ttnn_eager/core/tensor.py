@@ -228,8 +228,7 @@ def _patch_storage() -> None:
             if self.device.type == "ttnn":
                 raise RuntimeError("ttnn_eager: this ttnn storage holds no device tensor")
             return orig_clone(self)
-        from ..device import api
-        return new_tensor(api.Handle(h.tt, h.shadow, h.dtype, h.shape, h.index, h.bounds)).untyped_storage()
+        return new_tensor(h.shared()).untyped_storage()
 
     def cpu(self):
         h = getattr(self, "_ttnn_handle", None)

@@ -52,6 +52,13 @@ class Handle:
         self.host = None      # (value, device dtype, layout) of a staged tensor (tt is None), else None
         self.forms = None     # prepared forms (layout.prepared), else None
 
+    def shared(self) -> "Handle":
+        """A new handle on the same value: the same device tensor (copy-on-write: in-place ops replace it,
+        never modify it), or the same host value of a staged tensor."""
+        h = Handle(self.tt, self.shadow, self.dtype, self.shape, self.index, self.bounds)
+        h.host, h.root = self.host, self.root
+        return h
+
     def assign(self, other: "Handle") -> None:
         """This handle now holds other's value: its device tensor (or staged host value), shadow and known
         value bounds. The prepared forms made from the old value are dropped."""

@@ -26,9 +26,7 @@ aten = torch.ops.aten
 def share(x: api.Handle) -> api.Handle:
     """A new handle on the same device tensor (copy-on-write: in-place ops replace, never modify), or on the
     same host value of a staged one."""
-    h = api.Handle(x.tt, x.shadow, x.dtype, x.shape, x.index, x.bounds)
-    h.host = x.host
-    return h
+    return x.shared()
 
 
 def same_values(out: api.Handle, x: api.Handle, every_value: bool = True) -> api.Handle:

@@ -32,7 +32,6 @@ import torch
 
 from ... import counters
 from ...core import tensor as ttensor
-from ...device import api
 from .. import graphs
 
 
@@ -184,9 +183,7 @@ class Replayed:
             h = ttensor.maybe_handle(o)
             if h is None:
                 return o
-            fresh = api.Handle(h.tt, h.shadow, h.dtype, h.shape, h.index, h.bounds)
-            fresh.root = h.root
-            return ttensor.new_tensor(fresh)
+            return ttensor.new_tensor(h.shared())
         if isinstance(outs, (list, tuple)):
             return type(outs)(one(o) for o in outs)
         return one(outs)
