@@ -25,6 +25,7 @@ The lowerings themselves are plug-ins: this module only looks them up (registry.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import warnings
 
@@ -230,10 +231,128 @@ def _meta_of(x):
     return x
 
 
+# The geometry (sizes, strides, storage offset) of the common view ops, computed directly: running the meta
+# kernel (_aliases_of's general way) costs ~100 us a view. Each returns None where it would have to think
+# (the meta kernel then decides, and raises PyTorch's own errors).
+def _dim(d: int, n: int) -> int:
+    return d + n if d < 0 else d
+
+
+def _g_view(x, size):
+    if not x.is_contiguous():
+        return None
+    size = list(size)
+    if size.count(-1) == 1:
+        known = math.prod(v for v in size if v != -1)
+        if known == 0:
+            return None
+        size[size.index(-1)] = x.numel() // known
+    if math.prod(size) != x.numel() or any(v < 0 for v in size):
+        return None
+    return size, _tensor.contiguous_strides(tuple(size)), x.storage_offset()
+
+
+def _g_transpose(x, d0, d1):
+    n = x.dim()
+    if not n:
+        return None
+    d0, d1 = _dim(d0, n), _dim(d1, n)
+    size, stride = list(x.shape), list(x.stride())
+    size[d0], size[d1], stride[d0], stride[d1] = size[d1], size[d0], stride[d1], stride[d0]
+    return size, stride, x.storage_offset()
+
+
+def _g_permute(x, dims):
+    n = x.dim()
+    dims = [_dim(d, n) for d in dims]
+    if sorted(dims) != list(range(n)):
+        return None
+    return [x.shape[d] for d in dims], [x.stride(d) for d in dims], x.storage_offset()
+
+
+def _g_unsqueeze(x, d):
+    n = x.dim()
+    d = _dim(d, n + 1)
+    if not 0 <= d <= n:
+        return None
+    size, stride = list(x.shape), list(x.stride())
+    stride.insert(d, size[d] * stride[d] if d < n else 1)
+    size.insert(d, 1)
+    return size, stride, x.storage_offset()
+
+
+def _g_expand(x, size, *, implicit=False):
+    n, m = x.dim(), len(size)
+    if m < n:
+        return None
+    out_size, out_stride = [], []
+    for i, want in enumerate(size):
+        j = i - (m - n)
+        have = x.shape[j] if j >= 0 else 1
+        if want == -1:
+            if j < 0:
+                return None
+            want = have
+        if j >= 0 and have == want:
+            out_stride.append(x.stride(j))
+        elif have == 1:
+            out_stride.append(0)
+        else:
+            return None
+        out_size.append(want)
+    return out_size, out_stride, x.storage_offset()
+
+
+def _g_slice(x, d=0, start=None, end=None, step=1):
+    n = x.dim()
+    if not n or step is None or step < 1:
+        return None
+    d = _dim(d, n)
+    length = x.shape[d]
+    start = 0 if start is None else (start + length if start < 0 else start)
+    end = length if end is None else (end + length if end < 0 else end)
+    start, end = min(max(start, 0), length), min(max(end, 0), length)
+    end = max(end, start)
+    size, stride = list(x.shape), list(x.stride())
+    size[d] = (end - start + step - 1) // step
+    offset = x.storage_offset() + start * stride[d]
+    stride[d] *= step
+    return size, stride, offset
+
+
+def _g_select(x, d, index):
+    n = x.dim()
+    if not n:
+        return None
+    d = _dim(d, n)
+    length = x.shape[d]
+    if not -length <= index < length:
+        return None
+    index = index + length if index < 0 else index
+    size, stride = list(x.shape), list(x.stride())
+    offset = x.storage_offset() + index * stride.pop(d)
+    size.pop(d)
+    return size, stride, offset
+
+
+_GEOMETRY = {aten.view.default: _g_view, aten._unsafe_view.default: _g_view, aten.transpose.int: _g_transpose,
+             aten.permute.default: _g_permute, aten.unsqueeze.default: _g_unsqueeze,
+             aten.expand.default: _g_expand, aten.slice.Tensor: _g_slice, aten.select.int: _g_select,
+             aten.t.default: lambda x: _g_transpose(x, 0, 1) if x.dim() == 2 else None}
+
+
 def _aliases_of(func, args, kwargs, base_t, outs):
     """For each output of the view op `func` (a list like outs): the alias of base_t PyTorch makes (its sizes,
-    strides and offset from the op's meta kernel; the alias itself by the device-generic CPU kernel of
-    as_strided: same storage, version counter and keys as the base), or None where the op copies."""
+    strides and offset from _GEOMETRY or else the op's meta kernel; the alias itself by the device-generic CPU
+    kernel of as_strided: same storage, version counter and keys as the base), or None where the op copies."""
+    geometry = _GEOMETRY.get(func)
+    if geometry is not None and args and args[0] is base_t and len(outs) == 1:
+        try:
+            g = geometry(*args, **kwargs)
+        except TypeError:  # an argument form the fast path does not take (SymInts, keywords): the meta kernel
+            g = None
+        if g is not None:
+            return [_AS_STRIDED._op_dk(_CPU_KEY, base_t, *g)]
     margs, mkwargs = tree_map(_meta_of, (args, kwargs))
     m = func(*margs, **mkwargs)
     ms = list(m) if isinstance(m, (list, tuple)) else [m]
