@@ -183,12 +183,13 @@ CASES = {
     "qkv_heads_gqa": (lambda x, wq, wk, wv: fused.qkv_heads(x, [wq, wk, wv], [None] * 3, 4, 2),
                       [[_r(1, 40, 128), _r(128, 128), _r(64, 128), _r(64, 128)]]),
     "concat_heads": (lambda x: fused.concat_heads(x), [[_r(2, 4, 32, 32)]]),
+    "rms_norm": (lambda x, w: fused.rms_norm(x, w, 1e-6), [[_r(2, 30, 64), _r(64)]]),
     "lift_fresh_copy": (lambda x: torch.ops.aten.lift_fresh_copy(x), [[_r(4, 5)]]),
 }
 
 
 @covers(fused.linear_activation.default, fused.add_layer_norm.default, fused.qkv_heads.default,
-        fused.concat_heads.default, torch.ops.aten.lift_fresh_copy.default)
+        fused.concat_heads.default, fused.rms_norm.default, torch.ops.aten.lift_fresh_copy.default)
 @pytest.mark.parametrize("name", list(CASES))
 def test_fused_ops_on_the_device_match_their_cpu_meaning(name):
     fn, sets = CASES[name]
@@ -234,6 +235,7 @@ PATTERNS = {
         [(2, 32, 128), (128, 128), (64, 128), (64, 128)]),
     "concat_heads": (lambda x: x.transpose(1, 2).contiguous().view(2, 32, -1) * 1.5, [(2, 4, 32, 32)]),
     "noop_views": (lambda x: x.view(2, 32, 64).relu(), [(2, 32, 64)]),
+    "rms_norm": (lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)), [(2, 32, 64), (64,)]),
 }
 
 

@@ -12,6 +12,8 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 concatenated weight (made once, layout.prepared) +
                                                 ttnn.transformer.split_query_key_value_and_split_heads
     concat_heads(x)                             [b, h, s, d] -> [b, s, h*d]     -> ttnn.transformer.concatenate_heads
+    rms_norm(x, w, eps)                         w * x / sqrt(mean(x^2) + eps)   -> ttnn.rms_norm
+                                                (Llama's, T5's RMSNorm; last dimension)
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ LIB.define("add_layer_norm(Tensor input, Tensor residual, int[] normalized_shape
 LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
            "-> (Tensor, Tensor, Tensor)")
 LIB.define("concat_heads(Tensor input) -> Tensor")
+LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
 ops = torch.ops.ttnn_eager
 
 ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu}
@@ -59,8 +62,12 @@ def _concat_heads(x):
     return x.transpose(1, 2).reshape(b, s, h * d)
 
 
+def _rms_norm(x, w, eps):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
-                   ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads)):
+                   ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm)):
     LIB.impl(_name, _fn, "CPU")
     LIB.impl(_name, _fn, "Meta")
 
@@ -117,3 +124,12 @@ def concat_heads(x):
     if len(x.shape) != 4:
         raise RuntimeError(f"ttnn_eager.concat_heads: a [batch, heads, seq, head_size] input, got {list(x.shape)}")
     return api.run("transformer.concatenate_heads", x)
+
+
+@lowering(ops.rms_norm.default, ttnn=["rms_norm"], needs=TILE_FLOAT, notes="over the last dimension")
+def rms_norm(x, weight, eps):
+    if tuple(weight.shape) != (x.shape[-1],):
+        raise RuntimeError(f"ttnn_eager.rms_norm: a weight of the last dimension's size ({x.shape[-1]}), got "
+                           f"{list(weight.shape)}")
+    return api.run("rms_norm", x, epsilon=eps, weight=weight,
+                   compute_kernel_config=policy.compute_config("layer_norm", x.index))

@@ -148,6 +148,7 @@ UNREACHED = {
         (_randn(*d.activation(3)), [_randn(d.hidden, d.hidden) for _ in range(3)], [_randn(d.hidden) for _ in range(3)],
          d.heads, d.heads), {}),
     _fused.ops.concat_heads.default: lambda d: ((_randn(*d.activation(4)),), {}),
+    _fused.ops.rms_norm.default: lambda d: ((_randn(*d.activation(3)), _randn(d.hidden), 1e-6), {}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),

@@ -9,6 +9,7 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                                                                             -> ttnn_eager.concat_heads
     linear_activation     gelu/relu/silu of a linear                        -> ttnn_eager.linear_activation
     add_layer_norm        layer_norm of a sum of two tensors of one shape   -> ttnn_eager.add_layer_norm
+    rms_norm              w * (x * rsqrt(mean(x^2, -1, keepdim) + eps))    -> ttnn_eager.rms_norm
 
 A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
 heads split). Passes run in this order (the head split needs the linears unfused).
@@ -114,72 +115,119 @@ def qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-def concat_heads(g: fx.Graph) -> int:
-    done = 0
-    for n in list(g.nodes):
-        if not _is(n, *_VIEWS):
-            continue
-        src, dead = n.args[0], []
-        if _is(src, aten.clone.default) and _only_user(src):
-            dead.append(src)
-            src = src.args[0]
-        if not (_is(src, aten.transpose.int) and _only_user(src)):
-            continue
-        x = src.args[0]
-        xs, out = _shape(x), _shape(n)
-        if xs is None or out is None or len(xs) != 4 or sorted(d % 4 for d in src.args[1:3]) != [1, 2]:
-            continue
-        b, h, s, d = xs
-        if out != (b, s, h * d) or d % TILE:
-            continue
-        dead.append(src)  # (erased consumer first: the clone, then the transpose)
-        with g.inserting_before(n):
-            new = g.call_function(_ops().concat_heads.default, (x,))
-        _replace(n, new, dead)
-        done += 1
-    return done
+def _rewrite(match):
+    """A pass from `match(node) -> (fused op, its arguments, the matched nodes the node consumed) or None`:
+    each match is replaced by one call of the fused op (inserted before the node), dead nodes erased."""
+    def run(g: fx.Graph) -> int:
+        done = 0
+        for n in list(g.nodes):
+            if getattr(n, "_erased", False) or n.op != "call_function":
+                continue
+            m = match(n)
+            if m is None:
+                continue
+            target, args, dead = m
+            with g.inserting_before(n):
+                new = g.call_function(target, args)
+            _replace(n, new, dead)
+            done += 1
+        return done
+    run.__name__ = match.__name__
+    run.__doc__ = match.__doc__
+    return run
 
 
-def linear_activation(g: fx.Graph) -> int:
-    done = 0
-    for n in list(g.nodes):
-        act = _ACTIVATIONS.get(n.target) if n.op == "call_function" else None
-        if act is None or (act == "gelu" and n.kwargs.get("approximate", "none") != "none"):
-            continue
-        lin = n.args[0]
-        if not _is(lin, aten.linear.default) or not _only_user(lin):
-            continue
-        x, w, *rest = lin.args
-        with g.inserting_before(n):
-            new = g.call_function(_ops().linear_activation.default, (x, w, rest[0] if rest else None, act))
-        _replace(n, new, (lin,))
-        done += 1
-    return done
+@_rewrite
+def concat_heads(n):
+    """view [b, s, h*d] of (contiguous) transpose(1, 2) of [b, h, s, d]."""
+    if not _is(n, *_VIEWS):
+        return None
+    src, dead = n.args[0], []
+    if _is(src, aten.clone.default) and _only_user(src):
+        dead.append(src)
+        src = src.args[0]
+    if not (_is(src, aten.transpose.int) and _only_user(src)):
+        return None
+    x = src.args[0]
+    xs, out = _shape(x), _shape(n)
+    if xs is None or out is None or len(xs) != 4 or sorted(d % 4 for d in src.args[1:3]) != [1, 2]:
+        return None
+    b, h, s, d = xs
+    if out != (b, s, h * d) or d % TILE:
+        return None
+    return _ops().concat_heads.default, (x,), (*dead, src)  # (erased consumer first: the clone, the transpose)
 
 
-def add_layer_norm(g: fx.Graph) -> int:
-    done = 0
-    for n in list(g.nodes):
-        if not _is(n, aten.layer_norm.default):
-            continue
-        add = n.args[0]
-        if not _is(add, aten.add.Tensor) or not _only_user(add) or add.kwargs.get("alpha", 1) != 1 or len(add.args) != 2:
-            continue
-        a, r = add.args
-        shape = n.args[1]
-        if _shape(a) is None or _shape(a) != _shape(r) or len(shape) != 1 or _shape(a)[-1] != shape[0]:
-            continue
-        w = n.args[2] if len(n.args) > 2 else None
-        bias = n.args[3] if len(n.args) > 3 else None
-        eps = n.args[4] if len(n.args) > 4 else 1e-5
-        with g.inserting_before(n):
-            new = g.call_function(_ops().add_layer_norm.default, (a, r, list(shape), w, bias, float(eps)))
-        _replace(n, new, (add,))
-        done += 1
-    return done
+@_rewrite
+def linear_activation(n):
+    """gelu (exact), relu or silu of a linear used only by it."""
+    act = _ACTIVATIONS.get(n.target)
+    if act is None or (act == "gelu" and n.kwargs.get("approximate", "none") != "none"):
+        return None
+    lin = n.args[0]
+    if not _is(lin, aten.linear.default) or not _only_user(lin):
+        return None
+    x, w, *rest = lin.args
+    return _ops().linear_activation.default, (x, w, rest[0] if rest else None, act), (lin,)
 
 
-PASSES = (noop_views, qkv_heads, concat_heads, linear_activation, add_layer_norm)
+@_rewrite
+def add_layer_norm(n):
+    """layer_norm over the last dimension of a + r (one shape, the sum used only by it)."""
+    if not _is(n, aten.layer_norm.default):
+        return None
+    add = n.args[0]
+    if not _is(add, aten.add.Tensor) or not _only_user(add) or add.kwargs.get("alpha", 1) != 1 or len(add.args) != 2:
+        return None
+    a, r = add.args
+    shape = n.args[1]
+    if _shape(a) is None or _shape(a) != _shape(r) or len(shape) != 1 or _shape(a)[-1] != shape[0]:
+        return None
+    w = n.args[2] if len(n.args) > 2 else None
+    bias = n.args[3] if len(n.args) > 3 else None
+    eps = n.args[4] if len(n.args) > 4 else 1e-5
+    return _ops().add_layer_norm.default, (a, r, list(shape), w, bias, float(eps)), (add,)
+
+
+def _rms_parts(inner):
+    """inner = x * rsqrt(mean(x^2, [-1], keepdim) + eps), each intermediate used once: (x, eps, nodes) or None."""
+    if not _is(inner, aten.mul.Tensor) or not _only_user(inner):
+        return None
+    for x, r in (inner.args, inner.args[::-1]):
+        if not (_is(r, aten.rsqrt.default) and _only_user(r)):
+            continue
+        add = r.args[0]
+        if not (_is(add, aten.add.Tensor) and _only_user(add) and isinstance(add.args[1], float)):
+            continue
+        mean = add.args[0]
+        if not (_is(mean, aten.mean.dim) and _only_user(mean) and len(mean.args) >= 3 and mean.args[2]):
+            continue
+        nd = len(_shape(x) or ())
+        if list(mean.args[1]) not in ([-1], [nd - 1]):
+            continue
+        sq = mean.args[0]
+        if _is(sq, aten.pow.Tensor_Scalar) and _only_user(sq) and sq.args[0] is x and sq.args[1] == 2:
+            return x, add.args[1], (inner, r, add, mean, sq)
+    return None
+
+
+@_rewrite
+def rms_norm(n):
+    """w * (x * rsqrt(mean(x^2, -1, keepdim) + eps)), w of the last dimension's size."""
+    if not _is(n, aten.mul.Tensor):
+        return None
+    for w, inner in (n.args, n.args[::-1]):
+        parts = _rms_parts(inner) if isinstance(inner, fx.Node) else None
+        if parts is None:
+            continue
+        x, eps, dead = parts
+        xs = _shape(x)
+        if xs and _shape(w) == (xs[-1],) and _shape(n) == xs:
+            return _ops().rms_norm.default, (x, w, float(eps)), dead
+    return None
+
+
+PASSES = (noop_views, qkv_heads, concat_heads, linear_activation, add_layer_norm, rms_norm)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
