@@ -8,7 +8,7 @@ values back in eager mode, so theirs run with shadow execution on and its time i
     .venv/bin/python benchmarks/compile.py --generation-only [--tokens 16]
 
 Models: bert-large (seeded random weights, sdpa attention), a Llama-style decoder's prefill (Llama-3.2-1B's
-shapes) and GPT-2 (gpt2's shapes), and greedy generation with a static cache
+layer shapes) and GPT-2 (gpt2's layer shapes) -- both with a 4096-token vocabulary, which changes no layer -- and greedy generation with a static cache
 (`cache_implementation="static"`, `model.forward = torch.compile(model.forward, backend="ttnn", fullgraph=True)`,
 transformers' own recipe). "ops per layer" is the difference between the same model at 2 and 1 layers. Host
 times are medians after warm-up; these machines are noisy, so read ratios.
@@ -50,9 +50,9 @@ def _models(name: str, layers: int):
     elif name == "llama":
         model = transformers.LlamaModel(transformers.LlamaConfig(
             hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8,
-            num_hidden_layers=layers, vocab_size=32000, max_position_embeddings=2048, use_cache=False))
+            num_hidden_layers=layers, vocab_size=4096, max_position_embeddings=2048, use_cache=False))
     else:
-        model = transformers.GPT2Model(transformers.GPT2Config(n_layer=layers, use_cache=False))
+        model = transformers.GPT2Model(transformers.GPT2Config(n_layer=layers, vocab_size=4096, use_cache=False))
     return model.eval()
 
 

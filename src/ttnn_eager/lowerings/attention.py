@@ -24,14 +24,20 @@ aten = torch.ops.aten
 
 
 def _additive_mask(mask, b, h, sq, sk):
+    """The mask as sdpa takes it: [b, 1 or h, sq, sk], additive. Made once per mask tensor (layout.prepared):
+    a model passes one mask to every layer, so 24 layers make it once."""
     mask_h = mask.shape[-3] if len(mask.shape) >= 3 else 1
-    mask = expand(mask, (b, mask_h if mask_h == h else 1, sq, sk))
-    if mask.dtype == torch.bool:
-        # masked: bfloat16's most negative finite value, not -inf -- a query row with every key masked (a
-        # left-padded position under a causal mask) then stays finite, as PyTorch's CPU attention keeps it,
-        # instead of a NaN that the next layer spreads to every row
-        mask = api.run("where", mask, 0.0, -policy.BFLOAT16_MAX, out_dtype=torch.float32)
-    return mask
+    shape = (b, mask_h if mask_h == h else 1, sq, sk)
+
+    def make(m):
+        m = expand(m, shape)
+        if m.dtype == torch.bool:
+            # masked: bfloat16's most negative finite value, not -inf -- a query row with every key masked (a
+            # left-padded position under a causal mask) then stays finite, as PyTorch's CPU attention keeps
+            # it, instead of a NaN that the next layer spreads to every row
+            m = api.run("where", m, 0.0, -policy.BFLOAT16_MAX, out_dtype=torch.float32)
+        return m
+    return policy.prepared(mask, ("sdpa_mask", shape), make)
 
 
 @lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention"],
