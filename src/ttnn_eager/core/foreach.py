@@ -105,10 +105,16 @@ def _fused_adam(decoupled: bool):
     def fused(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2,
               weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
         """torch's fused Adam(W) kernel (aten/src/ATen/native/cuda/fused_adam_utils.cuh), per tensor. The
-        steps (device tensors, already incremented) are read once for all tensors, for the bias
-        corrections; a found_inf (GradScaler) skips the update on the device (where)."""
+        steps (device tensors, already incremented) are read once for all tensors (one device-to-host
+        transfer a step), for the bias corrections; a found_inf (GradScaler) skips the update on the device
+        (where)."""
         if not params:
             return
+        from . import layout
+        from .tensor import handle_of, is_ttnn
+        for s in state_steps:  # a step counter stored bfloat16 would stop at 256: kept float32 (exact to 2**24)
+            if is_ttnn(s) and s.dtype == torch.float32:
+                layout.train_storage(handle_of(s))
         steps = [float(s) for s in torch.stack([s.reshape(()) for s in state_steps]).cpu()]
         lr = float(lr)
         skip = None if found_inf is None else found_inf > 0
@@ -118,12 +124,8 @@ def _fused_adam(decoupled: bool):
                 g = g / grad_scale
             if maximize:
                 g = -g
-            new_p = p
-            if weight_decay != 0:
-                if decoupled:
-                    new_p = p * (1 - lr * weight_decay)
-                else:
-                    g = g + p * weight_decay
+            if weight_decay != 0 and not decoupled:
+                g = g + p * weight_decay
             new_m = torch.lerp(m, g, 1 - beta1)
             new_v = v * beta2 + g * g * (1 - beta2)
             bias1 = 1 - beta1 ** step
@@ -133,16 +135,19 @@ def _fused_adam(decoupled: bool):
                 denom = torch.sqrt(new_max) / bias2_sqrt + eps
             else:
                 denom = torch.sqrt(new_v) / bias2_sqrt + eps
-            new_p = new_p - (lr / bias1) * new_m / denom
+            update = (lr / bias1) * new_m / denom
+            if weight_decay != 0 and decoupled:  # p * (1 - lr * wd) - update
+                update = update + p * (lr * weight_decay)
             if skip is not None:
-                new_p, new_m, new_v = (torch.where(skip, old, new) for old, new in ((p, new_p), (m, new_m), (v, new_v)))
+                update = torch.where(skip, torch.zeros_like(update), update)
+                new_m, new_v = torch.where(skip, m, new_m), torch.where(skip, v, new_v)
                 if amsgrad:
                     new_max = torch.where(skip, max_exp_avg_sqs[i], new_max)
             m.copy_(new_m)
             v.copy_(new_v)
             if amsgrad:
                 max_exp_avg_sqs[i].copy_(new_max)
-            p.copy_(new_p)
+            p.sub_(update)  # an in-place update of the parameter: the training policy widens it to float32
     fused.__name__ = fused.__qualname__ = "_fused_adamw_" if decoupled else "_fused_adam_"
     return fused
 
