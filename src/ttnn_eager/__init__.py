@@ -40,6 +40,10 @@ from .features import distributed as _distributed  # noqa: E402
 
 _distributed.register()  # the c10d backend "ttnn" (a dictionary entry; the group loads when one is made)
 
+from .features import libraries as _libraries  # noqa: E402
+
+_libraries.install()  # torch.amp.GradScaler("ttnn") without float64 (features/libraries/amp.py)
+
 from .config import configure, strict  # noqa: E402
 from .counters import reset_stats, stats  # noqa: E402
 

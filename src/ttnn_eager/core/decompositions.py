@@ -53,7 +53,7 @@ def table() -> dict:
     from torch._decomp import get_decompositions
 
     from . import foreach
-    return {**get_decompositions(ALLOWLIST), **foreach.table()}
+    return {**get_decompositions(ALLOWLIST), **foreach.table(), **foreach.fused_table()}
 
 
 def get(func):

@@ -234,6 +234,25 @@ lt = _compare("lt", "lt", aten.lt.Tensor, aten.lt.Scalar)
 le = _compare("le", "le", aten.le.Tensor, aten.le.Scalar)
 
 
+
+def _float_class(name: str, ttnn_op: str, op, integer_value: bool):
+    """isnan / isinf: TT-NN's test on a float tensor (bool result, bfloat16 0/1); an integer or
+    bool tensor holds no NaN or inf, so its answer is a constant, as on the CPU."""
+    @lowering(op, ttnn=[ttnn_op], needs=TILE, notes="bool result stored as bfloat16 0/1; integer inputs: "
+              "a constant (GradScaler's and the HF Trainer's inf/NaN checks)")
+    def lower(x):
+        if not x.dtype.is_floating_point:
+            from .factory import full_handle
+            return full_handle(x.shape, integer_value, torch.bool, x.index)
+        return api.run(ttnn_op, policy.ensure(x, TILE_FLOAT), out_dtype=torch.bool)
+    lower.__name__ = lower.__qualname__ = name
+    return lower
+
+
+isnan = _float_class("isnan", "isnan", aten.isnan.default, False)
+isinf = _float_class("isinf", "isinf", aten.isinf.default, False)
+# isfinite is CompositeImplicitAutograd in PyTorch: it reaches the backend as eq/abs/ne, all lowered
+
 _C_NAMES = {torch.float32: "Float", torch.bfloat16: "BFloat16", torch.float16: "Half"}
 
 
