@@ -93,6 +93,23 @@ def test_bmm_and_mm_check_their_shapes():
     same(torch.matmul, torch.tensor(2.0), torch.tensor(3.0))
 
 
+def test_an_empty_tensor_is_never_typecast_by_ttnn():
+    """A DynamicCache's empty key (bfloat16 on the device) cat with a float32-stored one (Llama training, the
+    2nd step): the promotion typecast the empty part, and ttnn.typecast of a zero-size tensor kills the
+    process (SIGFPE). Run in a child process, so that a regression fails this test, not the whole suite."""
+    r = run_python(
+        "import torch, ttnn_eager\n"
+        "from ttnn_eager.core import layout\n"
+        "from ttnn_eager.device import api\n"
+        "e = api.upload(torch.empty(0), api.BFLOAT16, api.ROW_MAJOR, 0, torch.float32)\n"
+        "f = api.upload(torch.randn(2, 1, 16, 32), api.FLOAT32, api.TILE, 0, torch.float32)\n"
+        "out = layout.ensure_promoted([e, f])\n"
+        "assert [h.tt_dtype for h in out] == [api.FLOAT32, api.FLOAT32], out\n"
+        "assert tuple(out[0].shape) == (0,)\n"
+        "print('ok')\n")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
+
+
 def test_cat_and_stack_edge_cases():
     x = bf(3, 4)
     same(lambda a, e: torch.cat([e, a]), x, torch.empty(0))                 # legacy 1-D empty: skipped

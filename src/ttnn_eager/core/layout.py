@@ -311,6 +311,8 @@ def _typecast(h: api.Handle, tt_dtype) -> api.Handle:
     dtypes exist only in TILE, so a conversion to one tilizes first."""
     if h.tt_dtype == tt_dtype:
         return h
+    if not h.shape.numel():  # ttnn.typecast of a zero-size tensor divides by zero (SIGFPE: the process dies)
+        return api.upload(torch.empty(tuple(h.shape), dtype=h.dtype), tt_dtype, api.ROW_MAJOR, h.index, h.dtype)
     if tt_dtype == api.BFLOAT8_B:
         _relayout(h, api.TILE)
     counters.counts["layout_conversions"] += 1
