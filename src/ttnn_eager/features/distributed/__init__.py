@@ -19,7 +19,9 @@ NAME = "ttnn"
 
 
 def _create(opts, pg_options=None):
+    from . import fsdp
     from .process_group import TtnnProcessGroup
+    fsdp.install()  # FSDP2's storage free/alloc for ttnn tensors
     return TtnnProcessGroup(opts.store, opts.group_rank, opts.group_size, opts.timeout)
 
 
