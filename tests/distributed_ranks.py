@@ -1,6 +1,6 @@
 """The rank program of tests/test_distributed.py, launched by torchrun with 2 ranks on the mock n300:
 
-    python -m torch.distributed.run --nproc-per-node 2 tests/distributed_ranks.py all|collectives|ddp OUT.json
+    python -m torch.distributed.run --nproc-per-node 2 tests/distributed_ranks.py all|collectives|ddp|tp|fsdp|fault OUT.json
 
 Each rank writes its results to OUT.json.<rank> (the test reads both).
 """
@@ -247,9 +247,207 @@ def ddp():
     results["replicas_equal"] = bool(torch.equal(other[0], other[1]))
 
 
+def funcol():
+    """The functional collectives (what DTensor, tensor parallelism and traced graphs call) on ttnn tensors,
+    exact against the same calls on CPU tensors with gloo; in strict mode (no op may fall back to the CPU)."""
+    import torch.distributed._functional_collectives as fc
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    def wait(t):
+        return t.wait() if hasattr(t, "wait") else fc.wait_tensor(t)
+
+    world = dist.group.WORLD
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        d = str(dtype).replace("torch.", "")
+        cases = {
+            "all_reduce.sum": lambda x, g: [fc.all_reduce(x, "sum", g)],
+            "all_reduce.max": lambda x, g: [fc.all_reduce(x, "max", g)],
+            "all_gather": lambda x, g: [fc.all_gather_tensor(x, 0, g)],
+            "reduce_scatter": lambda x, g: [fc.reduce_scatter_tensor(x, "sum", 0, g)],
+            "all_to_all_single": lambda x, g: [fc.all_to_all_single(x, None, None, g)],
+            "broadcast": lambda x, g: [fc.broadcast(x, 1, g)],
+            "all_reduce_coalesced": lambda x, g: fc.all_reduce_coalesced([x, x * 2], "sum", g),
+        }
+        for name, fn in cases.items():
+            x = sample((WORLD * 2, 5), dtype, salt=7)
+            with ttnn_eager.strict():
+                got = [wait(t) for t in fn(x.to(DEV), world)]
+            want = [wait(t) for t in fn(x.clone(), GLOO)]
+            for i, (g, w) in enumerate(zip(got, want)):
+                same(f"funcol.{name}.{d}" + (f"[{i}]" if len(got) > 1 else ""), g, w)
+    # DTensor: shard, redistribute, gather back
+    mesh = init_device_mesh("ttnn", (WORLD,))
+    full = sample((WORLD * 3, 4), torch.float32, salt=9)
+    dist.broadcast(full, src=0, group=GLOO)  # every rank holds rank 0's tensor
+    with ttnn_eager.strict():
+        dt = distribute_tensor(full.to(DEV), mesh, [Shard(0)])
+        local = dt.to_local()
+        rep = dt.redistribute(mesh, [Replicate()]).to_local()
+        col = dt.redistribute(mesh, [Shard(1)]).to_local()
+        back = dt.full_tensor()
+    same("dtensor.shard0_local", local, full[RANK * 3:(RANK + 1) * 3])
+    same("dtensor.redistribute_replicate", rep, full)
+    same("dtensor.redistribute_shard1", col, full[:, RANK * 2:(RANK + 1) * 2])
+    same("dtensor.full_tensor", back, full)
+
+
+def _weights_memory(fn):
+    """Device memory fn() leaves allocated (ttnn's allocator; the program cache emptied before each reading)."""
+    import gc
+    gc.collect()
+    torch.ttnn.empty_cache()
+    before = torch.ttnn.memory_allocated()
+    out = fn()
+    gc.collect()
+    torch.ttnn.empty_cache()
+    return out, torch.ttnn.memory_allocated() - before
+
+
+def _device_bytes(model) -> int:
+    from ttnn_eager.core import tensor as _t
+    from ttnn_eager.device import api
+    total = 0
+    for p in list(model.parameters()) + list(model.buffers()):
+        loc = p.to_local() if hasattr(p, "to_local") else p
+        total += api.device_bytes(_t.handle_of(loc))
+    return total
+
+
+def _llama(hidden, inter):
+    import transformers
+    transformers.logging.set_verbosity_error()
+    return transformers, transformers.LlamaConfig(
+        vocab_size=64, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False)
+
+
+def tp():
+    """Tensor parallelism: ColwiseParallel q/k/v/gate/up, RowwiseParallel o/down of a tiny Llama, greedy
+    generate() on 2 ranks against one process (exact arithmetic: float32 storage, exact shadow numerics)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
+    transformers, cfg = _llama(128, 512)  # the projections dominate the weights
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    ids = torch.randint(0, cfg.vocab_size, (1, 6))
+    mesh = init_device_mesh("ttnn", (WORLD,))
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+
+    def place():
+        for layer in model.model.layers:
+            parallelize_module(layer, mesh, plan)
+        return model.to(DEV)
+    _, mem = _weights_memory(place)
+    ttnn_eager.reset_stats()
+    t = time.time()
+    with torch.no_grad(), ttnn_eager.strict():
+        out = model.generate(ids.to(DEV), max_new_tokens=8, do_sample=False)
+    import ttnn_eager.counters as counters
+    res = {"tokens": out.cpu().tolist(), "memory": mem, "device_bytes": _device_bytes(model),
+           "seconds": round(time.time() - t, 1), "collectives": dict(counters.collective_by_op),
+           "fallbacks": ttnn_eager.stats()["fallbacks"]}
+    if RANK == 0:
+        single = transformers.LlamaForCausalLM(cfg).eval()
+        single.load_state_dict(state)
+        _, res["single_memory"] = _weights_memory(lambda: single.to(DEV))
+        res["single_device_bytes"] = _device_bytes(single)
+        with torch.no_grad():
+            res["single_tokens"] = single.generate(ids.to(DEV), max_new_tokens=8, do_sample=False).cpu().tolist()
+        cpu = transformers.LlamaForCausalLM(cfg).eval()
+        cpu.load_state_dict(state)
+        res["cpu_tokens"] = cpu.generate(ids, max_new_tokens=8, do_sample=False).tolist()
+        del single
+    results["tp"] = res
+    ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
+
+
+def fsdp():
+    """FSDP2: fully_shard per decoder layer and the root of a tiny Llama, 3 AdamW steps, each rank half the
+    batch, against one process on the whole batch (the default storage: bfloat16)."""
+    from torch.distributed.fsdp import fully_shard
+    transformers, cfg = _llama(64, 128)
+    torch.manual_seed(0)
+    init = transformers.LlamaForCausalLM(cfg)
+    state = {k: v.clone() for k, v in init.state_dict().items()}
+    ids = torch.randint(0, cfg.vocab_size, (4, 12))
+
+    def train(model, ids, steps=3):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            out = model(input_ids=ids.to(DEV), labels=ids.to(DEV), use_cache=False)
+            out.loss.backward()
+            opt.step()
+            losses.append(float(out.loss.detach().cpu()))
+        return losses
+    model = transformers.LlamaForCausalLM(cfg)
+    model.load_state_dict(state)
+    model.to(DEV)
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    w = model.model.layers[0].mlp.up_proj.weight
+    import ttnn_eager.counters as counters
+    counters.collective_by_op.clear()
+    ttnn_eager.reset_stats()
+    half = ids.shape[0] // WORLD
+    t = time.time()
+    losses = train(model, ids[RANK * half:(RANK + 1) * half])
+    res = {"losses": losses, "seconds": round(time.time() - t, 1), "collectives": dict(counters.collective_by_op),
+           "fallbacks": dict(counters.fallback_by_op) if hasattr(counters, "fallback_by_op") else {},
+           "sharded": [type(w).__name__, list(w.to_local().shape), list(w.shape)]}
+    res["fallbacks"] = {str(k): v for k, v in res["fallbacks"].items()}
+    if RANK == 0:
+        single = transformers.LlamaForCausalLM(cfg)
+        single.load_state_dict(state)
+        single.to(DEV)
+        res["single_losses"] = train(single, ids)
+    results["fsdp"] = res
+
+
+def fault():
+    """Last: rank 1 exits in the middle of a DDP step (after its forward, before the backward's gradient
+    all_reduce); rank 0 must raise within the group's timeout, and its device memory come back."""
+    import gc
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    gc.collect()
+    torch.ttnn.empty_cache()
+    base = torch.ttnn.memory_allocated()
+    model = DDP(torch.nn.Linear(64, 64).to(DEV))
+    loss = model(torch.randn(8, 64).to(DEV)).sum()
+    if RANK == 1:
+        results["fault"] = {"exited": True}
+        _write()
+        os._exit(0)  # exit code 0: torchrun does not kill rank 0 first
+    t = time.time()
+    try:
+        loss.backward()
+        results["fault"] = {"error": None}
+    except RuntimeError as e:
+        results["fault"] = {"error": str(e)[:400], "seconds": round(time.time() - t, 2)}
+    del model, loss
+    gc.collect()
+    torch.ttnn.empty_cache()
+    results["fault"]["memory_left"] = torch.ttnn.memory_allocated() - base
+
+
+def _write():
+    results["total_s"] = round(time.time() - T0, 1)
+    with open(f"{OUT}.{RANK}", "w") as f:
+        json.dump(results, f, indent=1)
+
+
 ttnn_eager.configure(float32_storage="float32")  # exactness against gloo on float32 values
 torch.ttnn.set_device(LOCAL)  # this rank's chip, which it sees as ttnn:0 (device/runtime.py visible_devices)
-dist.init_process_group(device_id=torch.device("ttnn:0"))
+import datetime  # noqa: E402
+TIMEOUT = datetime.timedelta(seconds=20)  # the fault test's bound
+dist.init_process_group(device_id=torch.device("ttnn:0"), timeout=TIMEOUT)
 GLOO = dist.new_group(backend="gloo")
 results["setup"] = {"backend": dist.get_backend(), "group": type(dist.group.WORLD).__name__,
                     "device_count": torch.ttnn.device_count(), "startup_s": round(time.time() - T0, 1)}
@@ -258,17 +456,26 @@ try:
         t = time.time()
         collectives()
         results["collectives_s"] = round(time.time() - t, 1)
+        t = time.time()
+        funcol()
+        results["funcol_s"] = round(time.time() - t, 1)
     if MODE in ("all", "ddp"):
         ttnn_eager.configure(float32_storage="bfloat16")  # the default: DDP within bfloat16 tolerance
         ddp()
+    for name, fn in (("tp", tp), ("fsdp", fsdp)):
+        if MODE in ("all", name):
+            t = time.time()
+            fn()
+            results[f"{name}_s"] = round(time.time() - t, 1)
+    if MODE in ("all", "fault"):
+        fault()
 except Exception:  # noqa: BLE001  (reported to the test, which fails with it)
     import traceback
     results["errors"]["exception"] = traceback.format_exc()
     print(traceback.format_exc(), file=sys.stderr)
-results["total_s"] = round(time.time() - T0, 1)
-with open(f"{OUT}.{RANK}", "w") as f:
-    json.dump(results, f, indent=1)
-dist.destroy_process_group()
+_write()
+if "fault" not in results:  # after the fault the group is broken
+    dist.destroy_process_group()
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(0)  # skip the interpreter's teardown (closing the mock device, nanobind's leak report): seconds

@@ -1,7 +1,8 @@
 """torch.distributed on ttnn: the c10d backend "ttnn" (features/distributed), 2 torchrun ranks on the mock n300.
 
-One torchrun launch (tests/distributed_ranks.py, ~70-90 s on the 2-core box: each rank imports torch, opens its
-chip and builds a BERT) serves the 2-rank tests; each reads its part of both ranks' results. The rest runs in
+One torchrun launch (tests/distributed_ranks.py, ~80-100 s on the 2-core box: each rank imports torch, opens its
+chip, runs the collective matrix, DDP of a BERT, tensor parallelism and FSDP2 of a tiny Llama, and last a rank
+exiting mid-step) serves the 2-rank tests; each reads its part of both ranks' results. The rest runs in
 this process with a world of one."""
 import json
 import os
@@ -17,7 +18,8 @@ import ttnn_eager
 from ttnn_eager.device import runtime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-N_CHECKS = 84  # the collective matrix of distributed_ranks.collectives(): a case that vanishes fails the test
+N_CHECKS = 84 + 28  # the collective matrix of distributed_ranks.collectives() and the functional collectives /
+# DTensor checks of funcol(): a case that vanishes fails the test
 
 
 def _free_port() -> int:
@@ -65,6 +67,48 @@ def test_every_collective_exact_against_gloo(ranks):
         for dtype in ("float32", "bfloat16", "int32", "int64"):
             assert r["checks"][f"all_reduce.avg.{dtype}"]
         assert r["checks"]["async_work"] and r["checks"]["cpu_tensor_on_ttnn_group"]
+
+
+def test_functional_collectives_and_dtensor_exact_against_gloo(ranks):
+    """The _c10d_functional ops (DTensor's, tensor parallelism's) on ttnn tensors, in strict mode: exact."""
+    for r in ranks:
+        for dtype in ("float32", "bfloat16", "int32"):
+            for op in ("all_reduce.sum", "all_reduce.max", "all_gather", "reduce_scatter", "all_to_all_single",
+                       "broadcast", "all_reduce_coalesced[0]", "all_reduce_coalesced[1]"):
+                name = f"funcol.{op}.{dtype}" if "[" not in op else f"funcol.{op.replace('[', f'.{dtype}[')}"
+                assert r["checks"][name], (name, r["errors"].get(name))
+        for case in ("shard0_local", "redistribute_replicate", "redistribute_shard1", "full_tensor"):
+            assert r["checks"][f"dtensor.{case}"]
+
+
+def test_tensor_parallel_generate_matches_one_process(ranks):
+    r0, r1 = ranks[0]["tp"], ranks[1]["tp"]
+    assert r0["tokens"] == r1["tokens"] == r0["single_tokens"] == r0["cpu_tokens"]
+    assert len(r0["tokens"][0]) == 6 + 8
+    assert r0["fallbacks"] == 0 and r0["collectives"]["all_reduce"] == 32  # 2 Rowwise x 2 layers x 8 forwards
+    for r in (r0, r1):
+        # the weights' device tensors halve (q/k/v/o/gate/up/down sharded; embeddings, norms, lm_head whole)
+        assert r["device_bytes"] / r0["single_device_bytes"] < 0.56
+        # the device memory ttnn's allocator reports for the placed model
+        assert r["memory"] / r0["single_memory"] < 0.65
+
+
+def test_fsdp2_losses_within_one_percent_of_one_process(ranks):
+    f0, f1 = ranks[0]["fsdp"], ranks[1]["fsdp"]
+    assert f0["sharded"] == ["DTensor", [64, 64], [128, 64]]  # each rank holds half of each parameter
+    assert f0["collectives"] == {"all_gather_into_tensor": 15, "reduce_scatter_tensor": 9}
+    for step, single in enumerate(f0["single_losses"]):
+        mean = (f0["losses"][step] + f1["losses"][step]) / 2  # equal halves: the whole batch's mean loss
+        assert abs(mean - single) / single < 0.01, (step, mean, single)
+    assert f0["single_losses"][2] < f0["single_losses"][0] - 0.5  # training moves the loss
+
+
+def test_a_rank_that_exits_mid_step_makes_the_others_raise(ranks):
+    f = ranks[0]["fault"]
+    assert ranks[1]["fault"] == {"exited": True}
+    assert f["error"] and ("closed by peer" in f["error"].lower() or "reset" in f["error"].lower()), f
+    assert f["seconds"] < 20  # the group's timeout
+    assert f["memory_left"] == 0  # the failed step's device tensors are freed
 
 
 def test_pcie_bytes_counted_per_collective(ranks):

@@ -57,11 +57,18 @@ def _to_backend(op):
     return kernel
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def _keep_whole(op):
     def kernel(*args, **kwargs):
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return op.decompose(*args, **kwargs)  # autograd sees (and differentiates) the parts
+        if any(type(t) not in _PLAIN for t in tensors):
+            # a tensor subclass (DTensor of tensor parallelism, FSDP2's params): what PyTorch does without this
+            # kernel -- the parts reach the subclass's __torch_dispatch__, which would not handle the whole op
+            return op.decompose(*args, **kwargs)
         backend = _backend()
         if not torch._C._len_torch_dispatch_stack() and all(t.device.type == BACKEND for t in tensors):
             # nothing but the backend lies below autograd for these tensors: call it directly instead of

@@ -448,11 +448,21 @@ def download(h: Handle) -> torch.Tensor:
     counters.counts["device_to_host"] += 1
     if h.tt is None:
         if h.host is not None:  # staged: the value is on the host
-            return h.host[0].reshape(h.shape).to(h.dtype)
+            return _own(h.host[0].reshape(h.shape).to(h.dtype), h.host[0])
         return torch.zeros(h.shape, dtype=h.dtype)
     if not h.shape.numel():  # nothing to read
         return torch.empty(h.shape, dtype=h.dtype)
-    return BACKEND.read(h).reshape(h.shape).to(h.dtype)
+    kept = BACKEND.read(h)
+    return _own(kept.reshape(h.shape).to(h.dtype), kept)
+
+
+def _own(value: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """value, or a copy of it if it shares memory with `kept` (the mock's shadow, a staged host value): the
+    caller owns what download returns (a host write into `x.cpu()` must not change x, as on a card, where
+    the read is a fresh buffer; gloo reduces into the staged host copies in place)."""
+    if value.untyped_storage().data_ptr() == kept.untyped_storage().data_ptr():
+        return value.clone()
+    return value
 
 
 _ONE = torch.Size([1])

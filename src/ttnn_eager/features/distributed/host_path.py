@@ -30,7 +30,7 @@ def down(t: torch.Tensor) -> torch.Tensor:
     if not is_device(t):
         return t
     counters.counts["collective_d2h_bytes"] += _bytes(t)
-    return t.detach().cpu()
+    return t.detach().cpu().contiguous()  # gloo reads host buffers as contiguous (a column chunk is not)
 
 
 def host_like(t: torch.Tensor) -> torch.Tensor:

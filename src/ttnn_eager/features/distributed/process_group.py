@@ -21,6 +21,7 @@ import zlib
 
 import torch
 import torch.distributed as dist
+from torch._C import _distributed_c10d as _c10d
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from ... import counters
@@ -126,8 +127,8 @@ class TtnnProcessGroup(dist.ProcessGroup):
             host.copy_(torch.div(host, n, rounding_mode="trunc"))
 
     def allreduce(self, tensors, opts=None):
-        opts = opts or dist.AllreduceOptions()
-        gopts, avg = self._reduce_opts("all_reduce", dist.AllreduceOptions, opts)
+        opts = opts or _c10d.AllreduceOptions()
+        gopts, avg = self._reduce_opts("all_reduce", _c10d.AllreduceOptions, opts)
         for t in tensors:
             self._agree("all_reduce", t)
         if avg is not None and any(t.dtype == torch.bool for t in tensors):  # before any data moves
@@ -140,16 +141,16 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("all_reduce", tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        opts = opts or dist.AllreduceCoalescedOptions()
-        o = dist.AllreduceOptions()
+        opts = opts or _c10d.AllreduceCoalescedOptions()
+        o = _c10d.AllreduceOptions()
         o.reduceOp = opts.reduceOp
         for t in tensors:
             self.allreduce([t], o)
         return work.completed(tensors)
 
     def reduce(self, tensors, opts=None):
-        opts = opts or dist.ReduceOptions()
-        gopts, avg = self._reduce_opts("reduce", dist.ReduceOptions, opts)
+        opts = opts or _c10d.ReduceOptions()
+        gopts, avg = self._reduce_opts("reduce", _c10d.ReduceOptions, opts)
         gopts.rootRank, gopts.rootTensor = opts.rootRank, opts.rootTensor
         for t in tensors:
             self._agree("reduce", t)
@@ -163,7 +164,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
 
     # ------------------------------------------------------------------------------- broadcast, barrier
     def broadcast(self, tensors, opts=None):
-        opts = opts or dist.BroadcastOptions()
+        opts = opts or _c10d.BroadcastOptions()
         for t in tensors:
             self._agree("broadcast", t)
         src = self.rank() == opts.rootRank
@@ -176,7 +177,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
 
     def barrier(self, opts=None):
         self._agree("barrier", None)
-        self._gloo.barrier(opts or dist.BarrierOptions()).wait()
+        self._gloo.barrier(opts or _c10d.BarrierOptions()).wait()
         return self._done("barrier", [])
 
     # ------------------------------------------------------------------------------- gathers, scatters
@@ -194,10 +195,10 @@ class TtnnProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         return self._gather("all_gather", self._gloo.allgather, output_lists, inputs,
-                            opts or dist.AllgatherOptions())
+                            opts or _c10d.AllgatherOptions())
 
     def all_gather_single(self, output, input, opts=None):
-        opts = opts or dist.AllgatherOptions()
+        opts = opts or _c10d.AllgatherOptions()
         self._agree("all_gather_into_tensor", input)
         if output.numel() != input.numel() * self.size():
             raise ValueError(f"all_gather_into_tensor: the output has {output.numel()} elements, not "
@@ -209,10 +210,10 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("all_gather_into_tensor", [output])
 
     def gather(self, output_lists, inputs, opts=None):
-        return self._gather("gather", self._gloo.gather, output_lists, inputs, opts or dist.GatherOptions())
+        return self._gather("gather", self._gloo.gather, output_lists, inputs, opts or _c10d.GatherOptions())
 
     def scatter(self, outputs, input_lists, opts=None):
-        opts = opts or dist.ScatterOptions()
+        opts = opts or _c10d.ScatterOptions()
         for t in outputs:
             self._agree("scatter", t)
         hosts_in = [[down(t) for t in ins] for ins in input_lists]
@@ -223,8 +224,8 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("scatter", outputs)
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
-        opts = opts or dist.ReduceScatterOptions()
-        gopts, avg = self._reduce_opts("reduce_scatter", dist.ReduceScatterOptions, opts)
+        opts = opts or _c10d.ReduceScatterOptions()
+        gopts, avg = self._reduce_opts("reduce_scatter", _c10d.ReduceScatterOptions, opts)
         for t in outputs:
             self._agree("reduce_scatter", t)
         hosts_in = [[down(t) for t in ins] for ins in input_lists]
@@ -236,8 +237,8 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("reduce_scatter", outputs)
 
     def reduce_scatter_single(self, output, input, opts=None):
-        opts = opts or dist.ReduceScatterOptions()
-        gopts, avg = self._reduce_opts("reduce_scatter_tensor", dist.ReduceScatterOptions, opts)
+        opts = opts or _c10d.ReduceScatterOptions()
+        gopts, avg = self._reduce_opts("reduce_scatter_tensor", _c10d.ReduceScatterOptions, opts)
         self._agree("reduce_scatter_tensor", input)
         if input.numel() != output.numel() * self.size():
             raise ValueError(f"reduce_scatter_tensor: the input has {input.numel()} elements, not "
@@ -250,7 +251,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
         return self._done("reduce_scatter_tensor", [output])
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
-        opts = opts or dist.AllToAllOptions()
+        opts = opts or _c10d.AllToAllOptions()
         self._agree("all_to_all_single", input, shape=False)
         h_in = down(input).contiguous()
         h_out = host_like(output)
