@@ -308,6 +308,8 @@ def _last(shape):
 
 
 EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i of the same shape
+    "checks": lambda x, i: (torch.isnan(x), torch.isinf(x), torch.isnan(i), aten.lift_fresh_copy(x)),
+    "fused": lambda x, i: _fused_edges(x),
     "unary": lambda x, i: (torch.tanh(x), torch.relu(x), torch.sigmoid(x), torch.exp(x), torch.log(x.abs() + 1),
                            torch.sqrt(x.abs()), torch.rsqrt(x.abs() + 1), torch.erf(x), F.silu(x), F.gelu(x),
                            F.gelu(x, approximate="tanh"), torch.reciprocal(x.abs() + 1), -x, x.abs(), -i, i.abs(),
@@ -495,6 +497,24 @@ def _writes(x, i):
             torch.diagonal_scatter(x, x.diagonal(0, 0, -1) * 0, 0, 0, -1) if x.dim() >= 2 else x,
             z.scatter(-1, ii, x) if x.dim() else z, z.scatter(-1, ii, 1.0) if x.dim() else z,
             z.scatter_add(-1, ii, x) if x.dim() else z, z.scatter_reduce(-1, ii, x, "sum") if x.dim() else z)
+
+
+def _fused_edges(x):
+    """The fused ops torch.compile puts in graphs (lowerings/fused.py), on the edge shapes they take."""
+    import ttnn_eager.lowerings  # noqa: F401  (defines torch.ops.ttnn_eager)
+    ops = torch.ops.ttnn_eager
+    if not x.dim():
+        return (x,)
+    k = x.shape[-1]
+    w, b = torch.ones(4, k, device=x.device) * 0.1, torch.ones(4, device=x.device)
+    g = torch.ones(k, device=x.device)
+    out = [ops.linear_activation(x, w, b, "gelu"), ops.linear_activation(x, w, None, "relu"),
+           ops.add_layer_norm(x, x, [k], g, g * 0, 1e-5), ops.rms_norm(x, g, 1e-6),
+           ops.concat_heads(x.reshape(1, 1, -1, k))]
+    if x.dim() == 3:
+        wq = torch.eye(k, device=x.device)
+        out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))
+    return tuple(out)
 
 
 def _inference(fn):

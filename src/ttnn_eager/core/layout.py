@@ -485,11 +485,11 @@ def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
 
 
 # ----------------------------------------------------------------------------------------------- prepared forms
-def prepared(h: api.Handle, key: tuple, make, stale=None) -> api.Handle:
+def prepared(h: api.Handle, key: tuple, make, stale=None, conversion: bool = True) -> api.Handle:
     """`make(h)` -- h in the form an op consumes -- made once per (h, key) and kept on h (Handle.forms) while
     h lives and is not written (a write drops h's forms: Handle.assign, and h.version), nor `stale(form)`
     (a form that also depends on other tensors: it is then made again, in its place). Counted in
-    layout_conversions when made. A staged h is passed as it is (make reads its host value). The forms die
+    layout_conversions when made (conversion=True). A staged h is passed as it is (make reads its host value). The forms die
     with h: nothing else holds them."""
     forms = h.forms
     if forms is None or forms.get("version") != h.version:
@@ -499,5 +499,6 @@ def prepared(h: api.Handle, key: tuple, make, stale=None) -> api.Handle:
         form = forms[key] = None
     if form is None:
         form = forms[key] = make(h if h.host is not None else materialize(h))
-        counters.counts["layout_conversions"] += 1
+        if conversion:  # (else a form computed by ops of its own, e.g. sdpa's additive mask)
+            counters.counts["layout_conversions"] += 1
     return form

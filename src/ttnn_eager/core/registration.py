@@ -60,12 +60,19 @@ def _to_backend(op):
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+def _subclass(t) -> bool:
+    """A tensor subclass that handles ops itself (DTensor, FSDP2's), not one of PyTorch's tracing tensors
+    (FakeTensor, FunctionalTensor: torch.compile traces through the whole op as for a plain tensor)."""
+    cls = type(t)
+    return cls not in _PLAIN and not cls.__module__.startswith("torch._subclasses")
+
+
 def _keep_whole(op):
     def kernel(*args, **kwargs):
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return op.decompose(*args, **kwargs)  # autograd sees (and differentiates) the parts
-        if any(type(t) not in _PLAIN for t in tensors):
+        if any(type(t) not in _PLAIN and _subclass(t) for t in tensors):
             # a tensor subclass (DTensor of tensor parallelism, FSDP2's params): what PyTorch does without this
             # kernel -- the parts reach the subclass's __torch_dispatch__, which would not handle the whole op
             return op.decompose(*args, **kwargs)

@@ -37,7 +37,7 @@ def _additive_mask(mask, b, h, sq, sk):
             # it, instead of a NaN that the next layer spreads to every row
             m = api.run("where", m, 0.0, -policy.BFLOAT16_MAX, out_dtype=torch.float32)
         return m
-    return policy.prepared(mask, ("sdpa_mask", shape), make)
+    return policy.prepared(mask, ("sdpa_mask", shape), make, conversion=False)
 
 
 @lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention"],

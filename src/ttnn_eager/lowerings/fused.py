@@ -21,7 +21,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT
-from ..core.registry import lowering
+from ..core.registry import Unfit, lowering
 from ..device import api
 from .matmul import matmul_handles
 
@@ -105,12 +105,15 @@ def _concatenated(parts: list, name: str):
 
 @lowering(ops.qkv_heads.default, ttnn=["concat", "linear", "transformer.split_query_key_value_and_split_heads"],
           needs=TILE, notes="one matmul on the q, k, v weights concatenated once; heads split by one TT-NN op "
-                            "(head size a multiple of 32)")
+                            "(head size a multiple of 32, else the CPU fallback)")
 def qkv_heads(x, weights, biases, num_heads, num_kv_heads):
     if len(weights) != 3 or len(biases) != 3 or len(x.shape) != 3:
         raise RuntimeError("ttnn_eager.qkv_heads: a [batch, seq, hidden] input and three weights and biases")
     if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
         raise RuntimeError("ttnn_eager.qkv_heads: q, k and v all have a bias or none has")
+    head = weights[0].shape[0] // num_heads if num_heads > 0 else 0
+    if num_heads <= 0 or num_kv_heads <= 0 or head % api.TILE_SIZE or weights[0].shape[0] % num_heads:
+        raise Unfit("head size not a multiple of 32")  # (TT-NN's head split needs tile-sized heads)
     w = _concatenated(list(weights), "qkv_weight")
     b = _concatenated(list(biases), "qkv_bias") if biases[0] is not None else None
     fused = matmul_handles(x, w, transpose_b=True, bias=b)
@@ -119,10 +122,13 @@ def qkv_heads(x, weights, biases, num_heads, num_kv_heads):
     return q, k, v
 
 
-@lowering(ops.concat_heads.default, ttnn=["transformer.concatenate_heads"], needs=TILE)
+@lowering(ops.concat_heads.default, ttnn=["transformer.concatenate_heads"], needs=TILE,
+          notes="head size a multiple of 32 (else the CPU fallback)")
 def concat_heads(x):
     if len(x.shape) != 4:
         raise RuntimeError(f"ttnn_eager.concat_heads: a [batch, heads, seq, head_size] input, got {list(x.shape)}")
+    if x.shape[-1] % api.TILE_SIZE:
+        raise Unfit("head size not a multiple of 32")  # (TT-NN's concatenate_heads needs tile-sized heads)
     return api.run("transformer.concatenate_heads", x)
 
 
