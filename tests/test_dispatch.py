@@ -207,3 +207,16 @@ def test_allowlisted_decompositions_run_on_the_device_not_the_fallback():
     assert rec.fallbacks == {}
     torch.testing.assert_close(y.cpu(), torch.nn.functional.leaky_relu(x, 0.1), atol=0.02, rtol=0.02)
     torch.testing.assert_close(z.cpu(), torch.nn.functional.hardtanh(x, -0.5, 0.5), atol=0.01, rtol=0.01)
+
+
+def test_fallback_writes_lists_written_in_place_back_through_views():
+    """An op that writes a list of tensors in place and returns nothing (_foreach_copy_, on the CPU fallback)
+    writes each back, into views too (FSDP2's copy into split views of a flat buffer): o was left zero."""
+    for dev in ("cpu", "ttnn:0"):
+        o = torch.zeros(16).to(dev)
+        a, b = torch.ones(4).to(dev), torch.full((4,), 2.0).to(dev)
+        torch._foreach_copy_(torch.split(o.narrow(0, 8, 8), [4, 4]), [a, b])
+        if dev == "cpu":
+            want = o
+    assert torch.equal(o.cpu(), want)
+    assert float(want.sum()) == 12.0

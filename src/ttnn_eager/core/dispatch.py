@@ -620,6 +620,7 @@ def fallback(func, args, kwargs, reason: str = ""):
         out = func(*cpu_args, **cpu_kwargs)
     except NotImplementedError as err:  # a kernel the CPU lacks for this dtype (histc of int32)
         out = _widened(func, cpu_args, cpu_kwargs, err)
+    _write_back_lists(func, args, kwargs, cpu_args, cpu_kwargs)
     aliases = {ri: (where, name) for ri, where, name, is_write in _aliases(func) if is_write}
     views = {where for ri, where, name, is_write in _aliases(func) if not is_write}
     single = not isinstance(out, (list, tuple))
@@ -645,6 +646,22 @@ def fallback(func, args, kwargs, reason: str = ""):
             else:
                 outs[i] = new_tensor(h)
     return outs[0] if single else type(out)(outs)
+
+
+def _write_back_lists(func, args, kwargs, cpu_args, cpu_kwargs) -> None:
+    """The lists of tensors an op writes in place (`Tensor(a!)[]`: _foreach_copy_, the _foreach_*_ ops; they
+    return nothing) written back from their CPU copies into the device tensors -- views included, through
+    their bases."""
+    for pos, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[pos] if pos < len(args) else kwargs.get(arg.name)
+        if not isinstance(value, (list, tuple)):
+            continue
+        cpu_value = cpu_args[pos] if pos < len(cpu_args) else cpu_kwargs.get(arg.name)
+        for d, c in zip(value, cpu_value):
+            if maybe_handle(d) is not None:
+                write_into(d, layout.to_device(c, d.device.index))
 
 
 # Note [fallback dtypes]
