@@ -93,11 +93,6 @@ class Replayed:
     def eager_reasons(self) -> list:
         return [s.reason for s in self.states.values() if type(s) is _Eager]
 
-    def num_ops(self) -> int:
-        """ttnn calls a replay issues (the last captured signature), 0 if none was captured."""
-        done = [s for s in self.states.values() if type(s) is _Captured]
-        return done[-1].graph.num_ops if done else 0
-
     def __call__(self, *args):
         # aot_autograd calls a boxed callable with one list of the arguments (the forward), or unboxed
         args = list(args[0]) if len(args) == 1 and type(args[0]) is list else list(args)
