@@ -64,6 +64,20 @@ def current_device() -> int:
     return _current
 
 
+def index_of(device=None) -> int:
+    """The device index a `device` argument names (torch.cuda's convention): None, "ttnn" or a ttnn device
+    without an index is the current device; an int is an index; any other device type is a ValueError."""
+    if device is None:
+        return _current
+    if isinstance(device, int):
+        return device
+    import torch  # not at module level: this module runs before anything heavy is imported
+    device = torch.device(device)
+    if device.type != "ttnn":
+        raise ValueError(f"expected a ttnn device, got {device}")
+    return _current if device.index is None else device.index
+
+
 def set_current_device(index: int) -> None:
     """Make ttnn:<index> the current device (the caller has checked that it exists)."""
     global _current

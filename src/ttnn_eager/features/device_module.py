@@ -18,15 +18,7 @@ def _api():
     return device_api
 
 
-def _index(device=None) -> int:
-    if device is None:
-        return runtime.current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "ttnn":
-        raise ValueError(f"expected a ttnn device, got {device}")
-    return runtime.current_device() if device.index is None else device.index
+_index = runtime.index_of  # a `device` argument's index (None: the current device)
 
 
 def is_available() -> bool:

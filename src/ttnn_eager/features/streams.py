@@ -24,9 +24,7 @@ from ..device import runtime
 _stacks: dict = {}  # device index -> [Stream, ...]: the streams entered (`with s:` / set_stream), innermost last
 
 
-def _device_index(device) -> int:
-    from .device_module import _index  # the device module's reading of a device argument (it imports this)
-    return _index(device)
+_device_index = runtime.index_of  # a `device` argument's index (None: the current device)
 
 
 def _synchronize(index: int) -> None:

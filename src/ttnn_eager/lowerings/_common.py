@@ -5,19 +5,11 @@ import functools
 
 import torch
 
-from ..device import api, runtime
+from ..device import api
 
 
 def is_handle(x) -> bool:
     return isinstance(x, api.Handle)
-
-
-def index_of(device) -> int:
-    """Device index of a `device=` argument (None or "ttnn" without index: the current device)."""
-    if device is None:
-        return runtime.current_device()
-    device = torch.device(device)
-    return runtime.current_device() if device.index is None else device.index
 
 
 def dim(d: int, ndim: int) -> int:

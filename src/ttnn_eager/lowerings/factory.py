@@ -13,7 +13,8 @@ from ..core import layout as policy
 from ..core.layout import ANY, STAGED, TILE
 from ..core.registry import lowering
 from ..device import api
-from ._common import index_of, is_handle
+from ..device.runtime import index_of
+from ._common import is_handle
 from .views import share
 
 aten = torch.ops.aten
