@@ -105,6 +105,16 @@ CASES = {
     "upsample_nearest1d": (lambda x: F.interpolate(x, scale_factor=3), [(bf(2, 3, 5),)]),
     "upsample_nearest2d": (lambda x: F.interpolate(x, size=(10, 21)), [(bf(2, 3, 5, 7),)]),
     "upsample_nearest3d": (lambda x: F.interpolate(x, scale_factor=2), [(bf(1, 2, 3, 4, 5),)]),
+    "upsample_bilinear2d": (lambda x: F.interpolate(x, size=(10, 21), mode="bilinear"), [(bf(2, 3, 5, 7),)]),
+    "upsample_bilinear2d_corners": (lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
+                                    [(bf(1, 2, 6, 5),)]),
+    "upsample_bicubic2d": (lambda x: F.interpolate(x, size=(4, 9), mode="bicubic"), [(bf(2, 3, 5, 7),)]),
+    "upsample_linear1d": (lambda x: F.interpolate(x, scale_factor=2.5, mode="linear", align_corners=True),
+                          [(bf(2, 3, 9),)]),
+    "roll": (lambda x: torch.roll(x, (2, -1), (1, 3)), [(bf(2, 5, 7, 3),)]),
+    "roll_flat": (lambda x: torch.roll(x, 4), [(bf(3, 5),)]),
+    "im2col": (lambda x: F.unfold(x, 3, dilation=(1, 2), padding=1, stride=2), [(bf(2, 3, 7, 9),)]),
+    "col2im": (lambda x: F.fold(x, (7, 9), 3, padding=1), [(bf(2, 27, 63),)]),
     "adaptive_avg_pool2d_uneven": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [(bf(2, 3, 5, 7),)]),
     "constant_pad": (lambda x: F.pad(x, (1, 2, -1, 3), value=0.5), [(bf(2, 3, 5, 4),)]),
     "reflection_pad1d": (lambda x: F.pad(x, (2, 1), mode="reflect"), [(bf(2, 3, 5),)]),
@@ -252,6 +262,43 @@ def test_padding(dims, pads, value, crop):
     on_device(lambda x: F.pad(x, pad, mode="replicate"), x)
     constant = tuple(-p if crop and i % 2 else p for i, p in enumerate(pad))
     on_device(lambda x: F.pad(x, constant, value=value), x)
+
+
+@covers(aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default, aten.upsample_linear1d.default)
+@FEW
+@given(mode=st.sampled_from(["linear", "bilinear", "bicubic"]), corners=st.booleans(),
+       size=st.sampled_from([(2, 5), (6, 4), (9, 33)]), scale=st.sampled_from([0.5, 1.0, 1.7, 3.0]),
+       by_size=st.booleans())
+def test_upsample_interpolating(mode, corners, size, scale, by_size):
+    x = bf(2, 3, *(size[1:] if mode == "linear" else size))
+    spatial = x.shape[2:]
+    kw = dict(size=tuple(max(1, int(s * scale)) for s in spatial)) if by_size else dict(scale_factor=scale)
+    on_device(lambda x: F.interpolate(x, mode=mode, align_corners=corners, **kw), x)
+
+
+@covers(aten.roll.default)
+@MANY
+@given(shape=st.sampled_from([(5,), (3, 33), (2, 4, 7)]), shifts=st.lists(st.integers(-40, 40), min_size=1, max_size=3),
+       flat=st.booleans())
+def test_roll(shape, shifts, flat):
+    x = bf(*shape)
+    if flat:
+        on_device(lambda x: torch.roll(x, shifts[0]), x)
+    else:
+        dims = list(range(len(shape)))[:len(shifts)]
+        on_device(lambda x: torch.roll(x, shifts[:len(dims)], dims), x, atol=0, rtol=0)
+
+
+@covers(aten.im2col.default, aten.col2im.default)
+@FEW
+@given(c=st.sampled_from([1, 3]), hw=st.sampled_from([(5, 6), (8, 8)]), k=st.sampled_from([1, 2, 3]),
+       stride=st.sampled_from([1, 2]), pad=st.sampled_from([0, 1]), dilation=st.sampled_from([1, 2]),
+       unbatched=st.booleans())
+def test_unfold_and_fold(c, hw, k, stride, pad, dilation, unbatched):
+    x = bf(*([] if unbatched else [2]), c, *hw)
+    kw = dict(kernel_size=k, stride=stride, padding=pad, dilation=dilation)
+    cols = on_device(lambda x: F.unfold(x, **kw), x, atol=0, rtol=0)
+    on_device(lambda y: F.fold(y, hw, **kw), cols.cpu())
 
 
 @covers(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,

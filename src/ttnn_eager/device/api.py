@@ -204,7 +204,7 @@ def sample_peak(index: int) -> int:
 def peak_allocated(index: int) -> int:
     """The highest allocator reading since the device opened or reset_peak (this call reads it too)."""
     sample_peak(index)
-    return _peak[index]
+    return _peak.get(index, 0)  # (nothing allocated yet: no reading above 0 was recorded)
 
 
 def reset_peak(index: int) -> None:

@@ -181,3 +181,73 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                   **spec, **extra)
     out = permute_handle(reshape(out, (n, oh, ow, out_channels)), (0, 3, 1, 2))
     return reshape(out, (n, out_channels, ow)) if one_d else out
+
+
+# ----------------------------------------------------------------------------------------------- unfold / fold
+# im2col (F.unfold) and col2im (F.fold) by the same windows as the depthwise lowering, in NCHW: im2col's
+# column c * kh * kw + i * kw + j at block position l is the input at tap (i, j) of block l's window, so
+# each tap is one strided slice of the zero-padded input, and the kk slices stacked on a new dimension
+# after the channel are the result ([N, C, kk, L] read as [N, C * kk, L]). col2im adds each tap's block
+# back at its window's place: spread by the stride (zeros between), padded to the canvas, summed; the
+# padding is then cut off.
+
+def _block_counts(size, k, d, p, s) -> int:
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _unbatched(x, op: str, ndim: int):
+    if len(x.shape) == ndim - 1:
+        return reshape(x, (1, *x.shape)), True
+    if len(x.shape) != ndim or x.shape.numel() == 0:
+        raise Unfit(f"{op}: input of shape {list(x.shape)}")
+    return x, False
+
+
+@lowering(aten.im2col.default, ttnn=["full", "concat", "slice", "reshape"], needs=TILE_FLOAT,
+          notes="one strided slice of the zero-padded input per kernel tap, concatenated")
+def im2col(x, kernel_size, dilation, padding, stride):
+    x, unbatched = _unbatched(x, "im2col", 4)
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v, 2) for v in (kernel_size, dilation, padding, stride))
+    n, c, h, w = x.shape
+    oh, ow = _block_counts(h, kh, dh, ph, sh), _block_counts(w, kw, dw, pw, sw)
+    if oh < 1 or ow < 1:
+        raise Unfit(f"im2col: no complete block ({oh}x{ow}) in a {h}x{w} input")
+    if ph or pw:
+        x = constant_pad_nd(x, (pw, pw, ph, ph))
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            part = api.run("slice", x, [0, 0, i * dh, j * dw],
+                           [n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1], [1, 1, sh, sw])
+            taps.append(reshape(part, (n, c, 1, oh * ow)))
+    out = reshape(cat(taps, 2) if len(taps) > 1 else taps[0], (n, c * kh * kw, oh * ow))
+    return reshape(out, out.shape[1:]) if unbatched else out
+
+
+@lowering(aten.col2im.default, ttnn=["full", "concat", "slice", "reshape", "add"], needs=TILE_FLOAT,
+          notes="each tap's blocks spread by the stride and padded into place, summed")
+def col2im(x, output_size, kernel_size, dilation, padding, stride):
+    x, unbatched = _unbatched(x, "col2im", 3)
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v, 2) for v in
+                                                      (output_size, kernel_size, dilation, padding, stride))
+    n, ckk, length = x.shape
+    oh, ow = _block_counts(h, kh, dh, ph, sh), _block_counts(w, kw, dw, pw, sw)
+    if ckk % (kh * kw) or oh < 1 or ow < 1 or oh * ow != length:
+        raise Unfit(f"col2im: input {list(x.shape)} for output {[h, w]}, kernel {[kh, kw]}")  # PyTorch's errors
+    c, hp, wp = ckk // (kh * kw), h + 2 * ph, w + 2 * pw
+    blocks = reshape(x, (n, c, kh * kw, oh, ow))
+    canvas = None
+    for i in range(kh):
+        for j in range(kw):
+            t = i * kw + j
+            part = reshape(api.run("slice", blocks, [0, 0, t, 0, 0], [n, c, t + 1, oh, ow], [1, 1, 1, 1, 1]),
+                           (n, c, oh, ow))
+            if sh > 1 or sw > 1:  # zeros between the blocks: [N, C, OH, 1, OW, 1] padded to the stride
+                part = constant_pad_nd(reshape(part, (n, c, oh, 1, ow, 1)), (0, sw - 1, 0, 0, 0, sh - 1))
+                part = reshape(part, (n, c, oh * sh, ow * sw))
+            top, left = i * dh, j * dw
+            part = constant_pad_nd(part, (left, wp - left - ow * sw, top, hp - top - oh * sh))
+            canvas = part if canvas is None else api.run("add", canvas, part)
+    if ph or pw:
+        canvas = constant_pad_nd(canvas, (-pw, -pw, -ph, -ph))
+    return reshape(canvas, canvas.shape[1:]) if unbatched else canvas
