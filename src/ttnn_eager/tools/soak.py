@@ -153,28 +153,29 @@ def run_one(entry: str, keep_programs: bool = False, seed: int = 0) -> dict:
     device memory left and the live device tensors."""
     import ttnn_eager
     row = {"model": entry}
+    model = inputs = None
     try:
         model, inputs = build(entry, seed)
         with torch.no_grad():
             ref = _main_output(copy.deepcopy(model)(**inputs)).float()
     except Exception as e:  # noqa: BLE001 - a model the CPU cannot run is no device result: recorded
         row["error"] = f"cpu: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-        return row
-    row["params_bf16_bytes"] = sum(p.numel() for p in model.parameters()) * 2
     before = ttnn_eager.stats()
-    try:
-        start = time.perf_counter()
-        with torch.no_grad():
-            model.to("ttnn:0")
-            row["after_to"] = memory()
-            out = _main_output(model(**{k: v.to("ttnn:0") for k, v in inputs.items()})).cpu().float()
-        row["seconds"] = time.perf_counter() - start
-        row["after_forward"] = memory()
-        row["pcc"] = _pcc(out, ref) if out.shape == ref.shape else None
-        row["shape_ok"] = out.shape == ref.shape
-        row["output"] = out
-    except Exception as e:  # noqa: BLE001 - recorded; the loop goes on (memory is still checked)
-        row["error"] = f"ttnn: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    if "error" not in row:
+        row["params_bf16_bytes"] = sum(p.numel() for p in model.parameters()) * 2
+        try:
+            start = time.perf_counter()
+            with torch.no_grad():
+                model.to("ttnn:0")
+                row["after_to"] = memory()
+                out = _main_output(model(**{k: v.to("ttnn:0") for k, v in inputs.items()})).cpu().float()
+            row["seconds"] = time.perf_counter() - start
+            row["after_forward"] = memory()
+            row["pcc"] = _pcc(out, ref) if out.shape == ref.shape else None
+            row["shape_ok"] = out.shape == ref.shape
+            row["output"] = out
+        except Exception as e:  # noqa: BLE001 - recorded; the loop goes on (memory is still checked)
+            row["error"] = f"ttnn: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     after = ttnn_eager.stats()
     row["fallbacks"] = after["fallbacks"] - before["fallbacks"]
     row["ttnn_ops"] = after["ttnn_ops"] - before["ttnn_ops"]
