@@ -185,6 +185,12 @@ def test_out_of_memory_errors_name_the_memory_that_is_full():
     assert "DRAM" not in str(small) and "0.0 MiB" not in str(small)  # (it said "0.0 MiB ... DRAM" before)
     l1 = api._out_of_memory(_raw("L1", 4 << 20, 1360544), 0, "ttnn.max_pool2d")
     assert isinstance(l1, api.CoreMemoryError) and "4.0 MiB L1 buffer" in str(l1)
+    clash = api._out_of_memory(RuntimeError(
+        "TT_THROW @ program.cpp:2624: tt::exception\ninfo:\nStatically allocated circular buffers in program 18 "
+        "clash with L1 buffers on core range [0-0 - 1-0]. L1 buffer allocated at 892928 and static circular "
+        "buffer region ends at 1170784\nbacktrace:"), 0, "ttnn.conv2d")  # (seen with a 4096-channel conv1d)
+    assert isinstance(clash, api.CoreMemoryError) and "L1 SRAM" in str(clash) and "clash with L1" in str(clash)
+    assert api._memory_kind(RuntimeError("TT_FATAL: some other failure")) is None
     dram = api._out_of_memory(_raw("DRAM", 20 << 30, 1 << 30), 0, "ttnn.zeros")
     assert type(dram) is torch.OutOfMemoryError and "20,480 MiB of DRAM" in str(dram)
 

@@ -58,6 +58,13 @@ def on_device(fn, *inputs, **tol):
 CASES = {
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [(bf(1, 3, 17, 19), bf(8, 3, 3, 3), bf(8))]),
     "conv1d": (lambda x, w: F.conv1d(x, w, padding=1), [(bf(2, 4, 10), bf(6, 4, 3))]),
+    # the causal depthwise conv1d of linear-attention layers (Qwen3-Next: kernel 4, padding 3, cut to the input)
+    "conv1d_causal_depthwise": (lambda x, w: F.conv1d(x, w, padding=3, groups=x.shape[1])[..., :x.shape[-1]],
+                                [(bf(2, 40, 24), bf(40, 1, 4, scale=0.5))]),
+    "conv2d_depthwise_stride2": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=2, groups=6),
+                                 [(bf(1, 6, 11, 9), bf(6, 1, 5, 5, scale=0.3), bf(6))]),
+    "conv2d_grouped": (lambda x, w: F.conv2d(x, w, padding=1, groups=4), [(bf(1, 8, 7, 6), bf(12, 2, 3, 3))]),
+    "conv1d_grouped_1x1": (lambda x, w, b: F.conv1d(x, w, b, groups=4), [(bf(2, 16, 9), bf(16, 4, 1), bf(16))]),
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
                          [(bf(1, 4, 6, 7), bf(4, 8, 3, 3), bf(8))]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), [(bf(1, 8, 16, 16),)]),
@@ -98,6 +105,16 @@ CASES = {
     "upsample_nearest1d": (lambda x: F.interpolate(x, scale_factor=3), [(bf(2, 3, 5),)]),
     "upsample_nearest2d": (lambda x: F.interpolate(x, size=(10, 21)), [(bf(2, 3, 5, 7),)]),
     "upsample_nearest3d": (lambda x: F.interpolate(x, scale_factor=2), [(bf(1, 2, 3, 4, 5),)]),
+    "upsample_bilinear2d": (lambda x: F.interpolate(x, size=(10, 21), mode="bilinear"), [(bf(2, 3, 5, 7),)]),
+    "upsample_bilinear2d_corners": (lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
+                                    [(bf(1, 2, 6, 5),)]),
+    "upsample_bicubic2d": (lambda x: F.interpolate(x, size=(4, 9), mode="bicubic"), [(bf(2, 3, 5, 7),)]),
+    "upsample_linear1d": (lambda x: F.interpolate(x, scale_factor=2.5, mode="linear", align_corners=True),
+                          [(bf(2, 3, 9),)]),
+    "roll": (lambda x: torch.roll(x, (2, -1), (1, 3)), [(bf(2, 5, 7, 3),)]),
+    "roll_flat": (lambda x: torch.roll(x, 4), [(bf(3, 5),)]),
+    "im2col": (lambda x: F.unfold(x, 3, dilation=(1, 2), padding=1, stride=2), [(bf(2, 3, 7, 9),)]),
+    "col2im": (lambda x: F.fold(x, (7, 9), 3, padding=1), [(bf(2, 27, 63),)]),
     "adaptive_avg_pool2d_uneven": (lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [(bf(2, 3, 5, 7),)]),
     "constant_pad": (lambda x: F.pad(x, (1, 2, -1, 3), value=0.5), [(bf(2, 3, 5, 4),)]),
     "reflection_pad1d": (lambda x: F.pad(x, (2, 1), mode="reflect"), [(bf(2, 3, 5),)]),
@@ -128,11 +145,13 @@ def test_cases_match_the_cpu():
 @FEW
 @given(n=st.sampled_from([1, 2]), c=st.sampled_from([1, 3, 8]), o=st.sampled_from([4, 16]),
        hw=st.sampled_from([(7, 9), (16, 16)]), k=st.sampled_from([1, 3]), stride=st.sampled_from([1, 2]),
-       pad=st.sampled_from([0, 1]), depthwise=st.booleans(), one_d=st.booleans(), bias=st.booleans(),
-       transposed=st.booleans())
-def test_convolution(n, c, o, hw, k, stride, pad, depthwise, one_d, bias, transposed):
-    groups = 1 if transposed or k == 1 else (c if depthwise else 1)  # (depthwise 1x1: the fallback, below)
-    o = c if groups != 1 else o
+       pad=st.sampled_from([0, 1]), grouping=st.sampled_from(["none", "depthwise", "groups"]),
+       one_d=st.booleans(), bias=st.booleans(), transposed=st.booleans())
+def test_convolution(n, c, o, hw, k, stride, pad, grouping, one_d, bias, transposed):
+    # depthwise: a sum of shifted windows; other groups (here 2 or the channel count with a multiplier of 2):
+    # TT-NN's groups=; transposed with groups: the fallback (below)
+    groups = 1 if transposed or grouping == "none" else c if grouping == "depthwise" or c % 2 else 2
+    o = c if grouping == "depthwise" else 2 * c if groups == c else o
     f = {(False, False): F.conv2d, (False, True): F.conv1d, (True, False): F.conv_transpose2d,
          (True, True): F.conv_transpose1d}[transposed, one_d]
     spatial = (hw[1],) if one_d else hw
@@ -245,6 +264,43 @@ def test_padding(dims, pads, value, crop):
     on_device(lambda x: F.pad(x, constant, value=value), x)
 
 
+@covers(aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default, aten.upsample_linear1d.default)
+@FEW
+@given(mode=st.sampled_from(["linear", "bilinear", "bicubic"]), corners=st.booleans(),
+       size=st.sampled_from([(2, 5), (6, 4), (9, 33)]), scale=st.sampled_from([0.5, 1.0, 1.7, 3.0]),
+       by_size=st.booleans())
+def test_upsample_interpolating(mode, corners, size, scale, by_size):
+    x = bf(2, 3, *(size[1:] if mode == "linear" else size))
+    spatial = x.shape[2:]
+    kw = dict(size=tuple(max(1, int(s * scale)) for s in spatial)) if by_size else dict(scale_factor=scale)
+    on_device(lambda x: F.interpolate(x, mode=mode, align_corners=corners, **kw), x)
+
+
+@covers(aten.roll.default)
+@MANY
+@given(shape=st.sampled_from([(5,), (3, 33), (2, 4, 7)]), shifts=st.lists(st.integers(-40, 40), min_size=1, max_size=3),
+       flat=st.booleans())
+def test_roll(shape, shifts, flat):
+    x = bf(*shape)
+    if flat:
+        on_device(lambda x: torch.roll(x, shifts[0]), x)
+    else:
+        dims = list(range(len(shape)))[:len(shifts)]
+        on_device(lambda x: torch.roll(x, shifts[:len(dims)], dims), x, atol=0, rtol=0)
+
+
+@covers(aten.im2col.default, aten.col2im.default)
+@FEW
+@given(c=st.sampled_from([1, 3]), hw=st.sampled_from([(5, 6), (8, 8)]), k=st.sampled_from([1, 2, 3]),
+       stride=st.sampled_from([1, 2]), pad=st.sampled_from([0, 1]), dilation=st.sampled_from([1, 2]),
+       unbatched=st.booleans())
+def test_unfold_and_fold(c, hw, k, stride, pad, dilation, unbatched):
+    x = bf(*([] if unbatched else [2]), c, *hw)
+    kw = dict(kernel_size=k, stride=stride, padding=pad, dilation=dilation)
+    cols = on_device(lambda x: F.unfold(x, **kw), x, atol=0, rtol=0)
+    on_device(lambda y: F.fold(y, hw, **kw), cols.cpu())
+
+
 @covers(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,
         aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec, aten.upsample_nearest3d.vec)
 @MANY
@@ -342,13 +398,11 @@ def test_prepared_weights_follow_a_write():
 
 
 @pytest.mark.parametrize("call, arg", [
-    (lambda x, w: F.conv2d(x, w, groups=2), "groups=2"),
-    (lambda x, w: F.conv2d(x, w[:, :1, :1, :1], groups=4), "groups=4 with a 1x1 kernel"),
     (lambda x, w: F.conv3d(x.unsqueeze(2), w.unsqueeze(2)), "3-d convolution"),
     (lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), dilation=2), "transposed"),
 ])
 def test_unsupported_convolutions_fall_back_or_name_the_argument(call, arg):
-    x, w = bf(1, 4, 6, 6), bf(4, 2 if arg == "groups=2" else 4, 3, 3)
+    x, w = bf(1, 4, 6, 6), bf(4, 4, 3, 3)
     ref = call(x, w)
     with torch.no_grad():
         before = ttnn_eager.stats()["fallbacks"]

@@ -460,7 +460,10 @@ def _upsample(z):
     return (*_inference(lambda: (F.interpolate(z, scale_factor=2), F.interpolate(z[0], scale_factor=2),
                                  F.interpolate(z[None], scale_factor=2))),  # the .vec overloads arrive whole
             aten.upsample_nearest1d(z[0], [2 * w]),
-            aten.upsample_nearest2d(z, [2 * h, 2 * w]), aten.upsample_nearest3d(z[None], [1, 2 * h, 2 * w]))
+            aten.upsample_nearest2d(z, [2 * h, 2 * w]), aten.upsample_nearest3d(z[None], [1, 2 * h, 2 * w]),
+            aten.upsample_bilinear2d(z, [2 * h + 1, 2 * w], False), aten.upsample_bicubic2d(z, [h, 2 * w], True),
+            aten.upsample_linear1d(z[0], [2 * w + 1], False), torch.roll(z, 1, -1), torch.roll(z, (2, -1), (2, 3)),
+            torch.roll(z, 3), F.unfold(z, 1), F.fold(z.reshape(1, 1, -1), (1, z.numel()), 1) if z.numel() else z)
 
 
 def _losses(x2, i):

@@ -204,7 +204,7 @@ def sample_peak(index: int) -> int:
 def peak_allocated(index: int) -> int:
     """The highest allocator reading since the device opened or reset_peak (this call reads it too)."""
     sample_peak(index)
-    return _peak[index]
+    return _peak.get(index, 0)  # (nothing allocated yet: no reading above 0 was recorded)
 
 
 def reset_peak(index: int) -> None:
@@ -274,6 +274,8 @@ def _memory_kind(err: Exception):
     """(memory, bytes asked) of a ttnn allocator failure -- memory "DRAM", "L1" or "L1_SMALL" from ttnn's text
     "Out of Memory: Not enough space to allocate <n> B <memory> buffer ..." (DRAM when it names none), bytes
     None when it names no size -- or None for any other error."""
+    if isinstance(err, RuntimeError) and "clash with L1 buffers" in str(err):
+        return ("L1", None)  # a program's circular buffers do not fit beside the L1 buffers in use
     if not isinstance(err, RuntimeError) or "Out of Memory" not in str(err):
         return None
     import re
@@ -294,6 +296,9 @@ def _out_of_memory(err: Exception, index: int, what: str):
     asked = "a buffer" if nbytes is None else _size(nbytes)
     bank = re.search(r"bank size is (\d+) B", str(err))
     per_core = f" ({_size(int(bank.group(1)))} per core)" if bank else ""
+    if kind == "L1" and "clash with L1 buffers" in str(err):
+        return CoreMemoryError(f"{what} does not fit the cores' L1 SRAM: its circular buffers clash with the L1 "
+                               f"buffers in use (ttnn: {str(err).split('info:')[-1].strip().splitlines()[0]})")
     if kind == "L1":
         return CoreMemoryError(f"{what} needs a {asked} L1 buffer, more than the cores' SRAM holds{per_core}")
     if kind == "L1_SMALL":

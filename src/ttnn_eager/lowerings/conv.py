@@ -15,10 +15,23 @@ only device copy; the weight arrives as it is (STAGED: not uploaded for this op)
 Transposed convolutions (ConvTranspose1d/2d) are TT-NN's conv_transpose2d the same way, their weights
 ([in, out, kh, kw]) mirrored by their preparation as PyTorch's semantics ask.
 
+Depthwise convolutions (groups == in_channels == out_channels: one filter per channel) are not TT-NN
+conv2d: ttnn 0.81 turns a depthwise kernel [C, 1, kh, kw] into a dense block-diagonal [C, C, kh, kw] (C
+times its size: mobilenet_v2's depthwise kernels took 634x their bytes) and for wide channel counts its
+slicing finds no configuration (TT_FATAL "DRAM Auto slice could not find valid slice configuration": the
+kernel-4 causal conv1d of linear-attention layers, C = 8192). A depthwise convolution is a sum over the
+kh*kw taps of a shifted (strided) window of the input times one weight per channel, so it is lowered as
+that: the input NHWC, zero-padded (constant_pad_nd: zeros concatenated; ttnn.pad of a TILE tensor has no
+front padding), each tap one ttnn.slice; the kk windows concatenated along a new leading dimension,
+multiplied by the weight as [kk, 1, 1, C] (broadcast) and summed over the taps. The weight's kept form is [kk, C] TILE (kk rounded up to 32 rows: 3.6x a 3x3 kernel's bytes, 1.3x a 5x5's),
+made once from its staged host value.
+
+Grouped convolutions that are not depthwise (ResNeXt, RegNet, SqueezeBERT's grouped conv1d, depthwise with a
+channel multiplier) are TT-NN conv2d's own `groups=` (its prepared weight is the block-diagonal
+[out, in, kh, kw]: `groups` times the kernel's bytes).
+
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming op and argument):
-3-D convolutions (TT-NN has no route), groups other than 1 or depthwise (groups == in_channels, one input
-channel per filter), depthwise 1x1 kernels (TT-NN's 1x1 path is a matmul that fails validation for them),
-and transposed convolutions with groups or dilation.
+3-D convolutions (TT-NN has no route) and transposed convolutions with groups or dilation.
 """
 from __future__ import annotations
 
@@ -28,7 +41,8 @@ from ..core import layout as policy
 from ..core.layout import ANY, STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
-from .views import permute_handle, reshape
+from .padding import constant_pad_nd
+from .views import cat, permute_handle, reshape
 
 aten = torch.ops.aten
 
@@ -78,12 +92,50 @@ def _check(x, weight, groups, transposed, dilation):
     if transposed and (groups != 1 or any(d != 1 for d in dilation)):
         raise Unfit(f"convolution: transposed with groups={groups}, dilation={list(dilation)} "
                     f"(TT-NN conv_transpose2d here: groups 1, dilation 1)")
-    if groups != 1 and not (groups == c_in and weight.shape[1] == 1):
-        raise Unfit(f"convolution: groups={groups} (TT-NN conv2d here: groups 1 or depthwise)")
-    if groups != 1 and all(k == 1 for k in weight.shape[2:]):  # TT-NN runs 1x1 kernels as a matmul (no groups)
-        raise Unfit(f"convolution: groups={groups} with a 1x1 kernel (TT-NN's 1x1 path is a plain matmul)")
     if x.shape.numel() == 0:
         raise Unfit("convolution: empty input")
+
+
+def _depthwise(x, weight, groups) -> bool:
+    """One filter per channel, one output channel per filter (no channel multiplier)."""
+    return groups > 1 and groups == x.shape[1] == weight.shape[0] and weight.shape[1] == 1
+
+
+def _taps(weight, dtype):
+    """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by (made
+    once from its staged host value: layout.prepared)."""
+    def make(h):
+        value = h.host[0].reshape(h.shape) if h.host is not None else api.download(h)
+        taps = value.float().reshape(h.shape[0], -1).t().contiguous()
+        return api.upload(taps, dtype, api.TILE, h.index, dtype=h.dtype)
+    return policy.prepared(weight, ("depthwise_taps", dtype), make)
+
+
+def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int):
+    """A depthwise convolution of x [N, C, H, W] as sum over taps (i, j) of w[:, i, j] * the window of the
+    zero-padded input that tap sees (see the module docstring); NCHW in and out."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    nhwc = permute_handle(x, (0, 2, 3, 1))
+    (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
+    if ph or pw:
+        nhwc = constant_pad_nd(nhwc, (0, 0, pw, pw, ph, ph))
+    windows = []
+    for i in range(kh):
+        for j in range(kw):
+            begins = [0, i * dh, j * dw, 0]
+            ends = [n, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1, c]
+            part = api.run("slice", nhwc, begins, ends, [1, sh, sw, 1])
+            windows.append(reshape(part, (1, n * oh, ow, c)))
+    kk = kh * kw
+    stacked = cat(windows, 0) if kk > 1 else windows[0]
+    taps = reshape(_taps(weight, x.tt_dtype), (kk, 1, 1, c))
+    out = api.run("mul", stacked, taps)
+    if kk > 1:
+        out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
+    if bias is not None:
+        out = api.run("add", out, bias)
+    return permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
 
 
 def _out_size(size, k, s, p, d, op, transposed) -> int:
@@ -92,11 +144,12 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-@lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d"],
+@lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat", "mul", "sum", "add"],
           needs={"input": TILE_FLOAT, "weight": STAGED, "bias": ANY},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
-                "once per input size; 3-d and grouped (other than depthwise; any groups when transposed) "
-                "convolutions run on the CPU fallback")
+                "once per input size; depthwise as a sum of shifted windows times per-channel weights "
+                "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; 3-d convolutions and "
+                "transposed ones with groups or dilation run on the CPU fallback")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3
@@ -113,6 +166,9 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
               zip((h, w), (kh, kw), stride, padding, dilation, output_padding))
     if oh < 1 or ow < 1:
         raise RuntimeError(f"Calculated output size: ({out_channels}x{oh}x{ow}). Output size is too small")
+    if not transposed and _depthwise(x, weight, groups):
+        out = _depthwise_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow)
+        return reshape(out, (n, out_channels, ow)) if one_d else out
     spec = dict(in_channels=c, out_channels=out_channels, batch_size=n, input_height=h, input_width=w,
                 kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=groups)
     if transposed:
@@ -125,3 +181,73 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                   **spec, **extra)
     out = permute_handle(reshape(out, (n, oh, ow, out_channels)), (0, 3, 1, 2))
     return reshape(out, (n, out_channels, ow)) if one_d else out
+
+
+# ----------------------------------------------------------------------------------------------- unfold / fold
+# im2col (F.unfold) and col2im (F.fold) by the same windows as the depthwise lowering, in NCHW: im2col's
+# column c * kh * kw + i * kw + j at block position l is the input at tap (i, j) of block l's window, so
+# each tap is one strided slice of the zero-padded input, and the kk slices stacked on a new dimension
+# after the channel are the result ([N, C, kk, L] read as [N, C * kk, L]). col2im adds each tap's block
+# back at its window's place: spread by the stride (zeros between), padded to the canvas, summed; the
+# padding is then cut off.
+
+def _block_counts(size, k, d, p, s) -> int:
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _unbatched(x, op: str, ndim: int):
+    if len(x.shape) == ndim - 1:
+        return reshape(x, (1, *x.shape)), True
+    if len(x.shape) != ndim or x.shape.numel() == 0:
+        raise Unfit(f"{op}: input of shape {list(x.shape)}")
+    return x, False
+
+
+@lowering(aten.im2col.default, ttnn=["full", "concat", "slice", "reshape"], needs=TILE_FLOAT,
+          notes="one strided slice of the zero-padded input per kernel tap, concatenated")
+def im2col(x, kernel_size, dilation, padding, stride):
+    x, unbatched = _unbatched(x, "im2col", 4)
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v, 2) for v in (kernel_size, dilation, padding, stride))
+    n, c, h, w = x.shape
+    oh, ow = _block_counts(h, kh, dh, ph, sh), _block_counts(w, kw, dw, pw, sw)
+    if oh < 1 or ow < 1:
+        raise Unfit(f"im2col: no complete block ({oh}x{ow}) in a {h}x{w} input")
+    if ph or pw:
+        x = constant_pad_nd(x, (pw, pw, ph, ph))
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            part = api.run("slice", x, [0, 0, i * dh, j * dw],
+                           [n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1], [1, 1, sh, sw])
+            taps.append(reshape(part, (n, c, 1, oh * ow)))
+    out = reshape(cat(taps, 2) if len(taps) > 1 else taps[0], (n, c * kh * kw, oh * ow))
+    return reshape(out, out.shape[1:]) if unbatched else out
+
+
+@lowering(aten.col2im.default, ttnn=["full", "concat", "slice", "reshape", "add"], needs=TILE_FLOAT,
+          notes="each tap's blocks spread by the stride and padded into place, summed")
+def col2im(x, output_size, kernel_size, dilation, padding, stride):
+    x, unbatched = _unbatched(x, "col2im", 3)
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_pair(v, 2) for v in
+                                                      (output_size, kernel_size, dilation, padding, stride))
+    n, ckk, length = x.shape
+    oh, ow = _block_counts(h, kh, dh, ph, sh), _block_counts(w, kw, dw, pw, sw)
+    if ckk % (kh * kw) or oh < 1 or ow < 1 or oh * ow != length:
+        raise Unfit(f"col2im: input {list(x.shape)} for output {[h, w]}, kernel {[kh, kw]}")  # PyTorch's errors
+    c, hp, wp = ckk // (kh * kw), h + 2 * ph, w + 2 * pw
+    blocks = reshape(x, (n, c, kh * kw, oh, ow))
+    canvas = None
+    for i in range(kh):
+        for j in range(kw):
+            t = i * kw + j
+            part = reshape(api.run("slice", blocks, [0, 0, t, 0, 0], [n, c, t + 1, oh, ow], [1, 1, 1, 1, 1]),
+                           (n, c, oh, ow))
+            if sh > 1 or sw > 1:  # zeros between the blocks: [N, C, OH, 1, OW, 1] padded to the stride
+                part = constant_pad_nd(reshape(part, (n, c, oh, 1, ow, 1)), (0, sw - 1, 0, 0, 0, sh - 1))
+                part = reshape(part, (n, c, oh * sh, ow * sw))
+            top, left = i * dh, j * dw
+            part = constant_pad_nd(part, (left, wp - left - ow * sw, top, hp - top - oh * sh))
+            canvas = part if canvas is None else api.run("add", canvas, part)
+    if ph or pw:
+        canvas = constant_pad_nd(canvas, (-pw, -pw, -ph, -ph))
+    return reshape(canvas, canvas.shape[1:]) if unbatched else canvas

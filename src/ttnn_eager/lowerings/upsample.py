@@ -1,18 +1,24 @@
-"""Nearest-neighbour upsampling (nn.Upsample, F.interpolate(mode="nearest")) by integer factors, as views:
+"""Upsampling. Nearest-neighbour (nn.Upsample, F.interpolate(mode="nearest")) by integer factors, as views:
 each spatial dimension gains a unit dimension after it, expanded to the factor and merged back
 ([N, C, H, W] -> [N, C, H, 1, W, 1] -> [N, C, H, s, W, t] -> [N, C, H*s, W*t]). TT-NN's own upsample wants
 a ROW_MAJOR channels-last input; these reshapes and one expand keep the NCHW TILE tensor as it is.
 
-Refused before ttnn (Unfit: the counted CPU fallback): output sizes that are not integer multiples of the
-input's, and explicit scales that disagree with them (PyTorch then samples other source positions).
+Linear, bilinear and bicubic (align_corners either way, any sizes and scales) as one matmul per axis by
+PyTorch's own interpolation weights (below).
+
+Refused before ttnn (Unfit: the counted CPU fallback): nearest upsampling to output sizes that are not
+integer multiples of the input's, and explicit scales that disagree with them (PyTorch then samples other
+source positions); empty inputs of the interpolating modes.
 """
 from __future__ import annotations
 
 import torch
 
-from ..core.layout import TILE
+from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
-from .views import expand, reshape
+from ..device import api
+from .matmul import matmul_handles
+from .views import expand, permute_handle, reshape
 
 aten = torch.ops.aten
 
@@ -42,3 +48,60 @@ def _nearest(x, output_size, scales, op: str):
 def upsample_nearest(x, output_size, *scales):
     scales = list(scales) + [None] * (len(output_size) - len(scales))
     return _nearest(x, list(output_size), scales, f"upsample_nearest{len(output_size)}d")
+
+
+# ----------------------------------------------------------------------------------------------- linear, bicubic
+# Linear, bilinear and bicubic interpolation are separable: along each axis the output is a fixed linear map
+# of the input, out = x @ M with M [in, out] depending only on the sizes, align_corners and the scale. M is
+# PyTorch's own op run on the CPU on an identity (row i: the output of the unit impulse at input position i),
+# so its weights -- the source-index rule, align_corners, explicit scales, bicubic's A = -0.75 and its
+# clamped border taps -- are PyTorch's by construction. On the device each axis is one matmul (the width as
+# it is, the height after a transpose): 2-D is matmul, permute, matmul, permute. The weights are uploaded per
+# call as an [in, out] TILE matrix (counted in host_to_device), in the input's device dtype. (The .vec
+# overloads F.interpolate calls are CompositeImplicitAutograd: they arrive as these.)
+
+def _axis_weights(op, n: int, out: int, align_corners: bool, scale, two_d: bool) -> torch.Tensor:
+    """The [n, out] matrix of one axis: PyTorch's CPU `op` (an upsample overload) on an identity."""
+    if two_d:
+        return op(torch.eye(n).reshape(1, n, 1, n), [1, out], align_corners, None, scale).reshape(n, out)
+    return op(torch.eye(n).reshape(1, n, n), [out], align_corners, scale).reshape(n, out)
+
+
+def _along_last(x, weights: torch.Tensor):
+    if weights.shape[0] == weights.shape[1] and torch.equal(weights, torch.eye(weights.shape[0])):
+        return x
+    return matmul_handles(x, api.upload(weights, x.tt_dtype, api.TILE, x.index, dtype=x.dtype))
+
+
+def _interpolate(op, x, output_size, align_corners, scales, name: str):
+    two_d = len(output_size) == 2
+    if len(x.shape) != len(output_size) + 2 or x.shape.numel() == 0 or any(o < 1 for o in output_size):
+        raise Unfit(f"{name}: input of shape {list(x.shape)}, output size {list(output_size)}")
+    scales = list(scales) + [None] * (len(output_size) - len(scales))
+    per_axis = [_axis_weights(op, n, o, align_corners, s, two_d)
+                for n, o, s in zip(x.shape[2:], output_size, scales)]
+    out = _along_last(x, per_axis[-1])
+    if two_d and not torch.equal(per_axis[0], torch.eye(x.shape[2])):
+        out = permute_handle(_along_last(permute_handle(out, (0, 1, 3, 2)), per_axis[0]), (0, 1, 3, 2))
+    return out
+
+
+_NOTES = "separable: one matmul per axis by PyTorch's own weights (align_corners and explicit scales as PyTorch)"
+
+
+@lowering(aten.upsample_bilinear2d.default, ttnn=["matmul", "permute"], needs=TILE_FLOAT, notes=_NOTES)
+def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=None):
+    return _interpolate(aten.upsample_bilinear2d.default, x, output_size, align_corners, (scales_h, scales_w),
+                        "upsample_bilinear2d")
+
+
+@lowering(aten.upsample_bicubic2d.default, ttnn=["matmul", "permute"], needs=TILE_FLOAT, notes=_NOTES)
+def upsample_bicubic2d(x, output_size, align_corners, scales_h=None, scales_w=None):
+    return _interpolate(aten.upsample_bicubic2d.default, x, output_size, align_corners, (scales_h, scales_w),
+                        "upsample_bicubic2d")
+
+
+@lowering(aten.upsample_linear1d.default, ttnn=["matmul"], needs=TILE_FLOAT, notes=_NOTES)
+def upsample_linear1d(x, output_size, align_corners, scales=None):
+    return _interpolate(aten.upsample_linear1d.default, x, output_size, align_corners, (scales,),
+                        "upsample_linear1d")

@@ -223,6 +223,27 @@ def stack(tensors, d=0):
     return cat([unsqueeze(t, d) for t in tensors], d)
 
 
+@lowering(aten.roll.default, ttnn=["slice", "concat", "reshape"], needs=ANY,
+          notes="per rolled dimension: the last `shift` entries concatenated before the rest")
+def roll(x, shifts, dims=()):
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if not dims:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
+        return reshape(roll(reshape(x, (x.shape.numel(),)), shifts, [0]), x.shape)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    out = x
+    for shift, d in zip(shifts, dims):
+        d = dim(d, len(x.shape))
+        size = x.shape[d]
+        if size and shift % size:
+            cut = size - shift % size
+            out = cat([slice_handle(out, d, cut, size), slice_handle(out, d, 0, cut)], d)
+    return share(out) if out is x else out
+
+
 @lowering(aten.split_with_sizes.default, ttnn=["slice"], needs=ANY)
 def split_with_sizes(x, sizes, d=0):
     d = dim(d, len(x.shape))
