@@ -26,6 +26,8 @@ def _dtype(dtype):
 def full_handle(shape, value, dtype: torch.dtype, index: int, like: api.Handle | None = None) -> api.Handle:
     """A constant on the device; `like`: the tensor it is made like (its storage may follow: layout.storage_like)."""
     policy.check_dtype(dtype)
+    if dtype is torch.complex64:  # stored as a real pair (layout.py): made on the host
+        return policy.to_device(torch.full(tuple(shape), value, dtype=dtype), index)
     nonnegative = not isinstance(value, bool) and value >= 0
     tt_dtype, tt_layout = (policy.storage_for(dtype, nonnegative) if like is None
                            else policy.storage_like(like, dtype, nonnegative))
