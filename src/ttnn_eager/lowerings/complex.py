@@ -31,7 +31,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT, as_complex, as_pair
-from ..core.registry import INVERSES, lowering
+from ..core.registry import COMPLEX, INVERSES, lowering
 from ..device import api
 from . import factory, views
 from ._common import contiguous_shape, dim, is_handle
@@ -224,12 +224,13 @@ def _conj_physical(x):
 
 
 @lowering(aten._conj.default, ttnn=["slice", "neg", "concat"], complex=True,
-          notes="made eagerly: the view holds the conjugated values and has no conjugate bit")
+          notes="made eagerly, a copy: it holds the conjugated values and has no conjugate bit")
 def _conj(x):
     return conjugate(x)
 
 
-INVERSES[_conj] = lambda base, value, pos=None: conjugate(value)
+COMPLEX[aten._conj.default].aliases = ()  # a tensor of its own: an alias of the same geometry shares its base's
+# device tensor (core/tensor.py), which holds the unconjugated values
 
 
 @lowering(aten.abs.default, ttnn=["multiply", "add", "sqrt"], complex=True, notes="sqrt(re^2 + im^2), float32")

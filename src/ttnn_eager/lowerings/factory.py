@@ -194,7 +194,7 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         out = api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
         out.bounds = _nonzero_bounds(h.bounds)
         return out
-    if h.dtype.is_floating_point and not dtype.is_floating_point:
+    if h.dtype.is_floating_point and not dtype.is_floating_point and not dtype.is_complex:
         h = api.run("trunc", policy.ensure(h, TILE))
     return policy.retag(h, dtype)
 
