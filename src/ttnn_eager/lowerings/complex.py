@@ -147,7 +147,7 @@ def complex(real, imag):
 @lowering(aten.mul.Tensor, aten.mul.Scalar, ttnn=["slice", "multiply", "subtract", "add", "concat"],
           complex=True, notes="(a + bi)(c + di) = (ac - bd) + (ad + bc)i; a real operand scales both parts")
 def mul(a, b):
-    if not is_handle(a):
+    if not is_handle(a) or a.dtype is not C64:  # the complex operand first
         a, b = b, a
     index = a.index
     if is_handle(b) and b.dtype is not C64:  # complex * real tensor: both parts scaled
@@ -203,6 +203,11 @@ def sub(a, b, *, alpha=1):
     return _add(a, b, alpha, "subtract")
 
 
+@lowering(aten.rsub.Tensor, aten.rsub.Scalar, ttnn=["subtract"], complex=True, notes="other - alpha * self")
+def rsub(a, b, *, alpha=1):
+    return _add(b, a if alpha == 1 else mul(a, alpha), 1, "subtract")
+
+
 @lowering(aten.neg.default, ttnn=["neg"], complex=True)
 def neg(x):
     if not x.shape.numel():
@@ -233,13 +238,19 @@ COMPLEX[aten._conj.default].aliases = ()  # a tensor of its own: an alias of the
 # device tensor (core/tensor.py), which holds the unconjugated values
 
 
-@lowering(aten.abs.default, ttnn=["multiply", "add", "sqrt"], complex=True, notes="sqrt(re^2 + im^2), float32")
+@lowering(aten.abs.default, ttnn=["abs", "maximum", "minimum", "add", "divide", "multiply", "sqrt"], complex=True,
+          notes="hypot(re, im) = m * sqrt(1 + (n / m)^2), m = max(|re|, |im|), n = min: no overflow of the squares")
 def abs(x):
     if not x.shape.numel():
         return policy.to_device(torch.empty(tuple(x.shape)), x.index)
-    re, im = _parts(_pair(x))
-    out = api.run("sqrt", _run("add", _run("multiply", re, re), _run("multiply", im, im)))
+    re, im = (api.run("abs", part) for part in _parts(_pair(x)))
+    m, n = _run("maximum", re, im), _run("minimum", re, im)
+    q = _run("divide", n, api.run("add", m, _TINY))  # (0 where both parts are 0)
+    out = _run("multiply", m, api.run("sqrt", api.run("add", _run("multiply", q, q), 1.0)))
     return views.reshape(out, list(x.shape))
+
+
+_TINY = float(torch.finfo(torch.float32).tiny)
 
 
 # ----------------------------------------------------------------------------------------------- copies

@@ -118,7 +118,8 @@ def new_empty(x, size, *args, dtype=None, layout=None, device=None, pin_memory=N
           "tensor, e.g. torch.where(mask, -inf, x)): no transfer")
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     dtype = _dtype(dtype)
-    value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else int(s)
+    value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else \
+        complex(s) if dtype.is_complex else int(s)
     return full_handle((), value, dtype, index_of(device))
 
 
