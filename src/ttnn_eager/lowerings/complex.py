@@ -51,9 +51,10 @@ def _parts(p: api.Handle) -> tuple:
     return views.slice_handle(p, -1, 0, 1), views.slice_handle(p, -1, 1, 2)
 
 
-def _join(re: api.Handle, im: api.Handle) -> api.Handle:
-    """Real and imaginary parts ([..., 1] each, or [...] each) as a complex tensor."""
-    if re.shape[-1:] != (1,) or len(re.shape) != len(im.shape):
+def _join(re: api.Handle, im: api.Handle, parts: bool = False) -> api.Handle:
+    """Real and imaginary parts as a complex tensor: of the complex shape each, or (parts=True) as _parts
+    gives them, [..., 1]."""
+    if not parts:
         re, im = views.unsqueeze(re, len(re.shape)), views.unsqueeze(im, len(im.shape))
     re, im = policy.ensure_promoted([policy.ensure(re, TILE_FLOAT), policy.ensure(im, TILE_FLOAT)])
     shape = torch.broadcast_shapes(re.shape, im.shape)
@@ -172,7 +173,7 @@ def mul(a, b):
         br, bi = b.real, b.imag
     re = _run("subtract", _run("multiply", ar, br), _run("multiply", ai, bi))
     im = _run("add", _run("multiply", ar, bi), _run("multiply", ai, br))
-    return _join(re, im)
+    return _join(re, im, parts=True)
 
 
 def _add(a, b, alpha, op: str):
@@ -220,7 +221,7 @@ def conjugate(x: api.Handle) -> api.Handle:
     if not x.shape.numel():
         return views.share(x)
     re, im = _parts(_pair(x))
-    return _join(re, api.run("neg", im))
+    return _join(re, api.run("neg", im), parts=True)
 
 
 @lowering(aten._conj_physical.default, ttnn=["slice", "neg", "concat"], complex=True)
@@ -239,7 +240,7 @@ COMPLEX[aten._conj.default].aliases = ()  # a tensor of its own: an alias of the
 
 
 @lowering(aten.abs.default, ttnn=["abs", "maximum", "minimum", "add", "divide", "multiply", "sqrt"], complex=True,
-          notes="hypot(re, im) = m * sqrt(1 + (n / m)^2), m = max(|re|, |im|), n = min: no overflow of the squares")
+          notes="hypot(re, im) = m * sqrt(1 + (n / m)^2), m = max(abs(re), abs(im)), n = min: no overflow of the squares")
 def abs(x):
     if not x.shape.numel():
         return policy.to_device(torch.empty(tuple(x.shape)), x.index)
