@@ -130,12 +130,14 @@ def test_a_complex_tensor_is_its_real_pair_on_the_device():
 
 
 def test_rotary_embedding_matches_cpu_as_a_number():
-    xq, freqs = torch.randn(2, 24, 4, 64), torch.randn(2, 24, 32) * 3
+    g = torch.Generator().manual_seed(0)  # (inputs rounded to bfloat16: what is measured is the op)
+    xq = torch.randn(2, 24, 4, 64, generator=g).bfloat16().float()
+    freqs = (torch.randn(2, 24, 32, generator=g) * 3).bfloat16().float()
     ref = rotary(xq, freqs)
     with ttnn_eager.record_ops() as rec:
         out = rotary(xq.to(DEV), freqs.to(DEV)).cpu()
     assert not rec.fallbacks and pcc(out, ref) >= 0.9999, (rec.fallbacks, pcc(out, ref))
-    assert (out - ref).abs().max() < 0.02 * ref.abs().max()  # bfloat16 storage: a few roundings
+    assert (out - ref).abs().max() < 0.01 * ref.abs().max()  # bfloat16 storage: a few roundings (0.005 measured)
     with float32_storage():
         exact = rotary(xq.to(DEV), freqs.to(DEV)).cpu()
     assert (exact - ref).abs().max() < 1e-4  # cos/sin of TT-NN's golden functions in float32
@@ -207,7 +209,7 @@ def test_opinfo_samples_of_the_complex_ops():
             if op.name not in names or op.variant_test_name:
                 continue
             dtype = torch.float32 if op.name in ("polar", "complex", "view_as_complex") else C64
-            for sample in opinfo._samples(op, dtype, 3):
+            for sample in opinfo._samples(op, dtype, 2):
                 ref = opinfo._call(op, sample)
                 with ttnn_eager.record_ops() as rec:
                     out = opinfo._call(op, sample.transform(opinfo._to_device))
@@ -216,7 +218,7 @@ def test_opinfo_samples_of_the_complex_ops():
                         _compare(o, r.resolve_conj(), tight=op.name not in ("polar", "abs"))
                 assert not rec.fallbacks, (op.name, rec.fallbacks)
                 ran += 1
-    assert ran >= 60, ran
+    assert ran >= 40, ran
 
 
 # ----------------------------------------------------------------------------------------------- properties
@@ -242,3 +244,20 @@ def test_complex_arithmetic_property(shape, seed):
     with float32_storage():
         out = fn(x.to(DEV), a.to(DEV), t.to(DEV)).cpu()
     assert out.shape == ref.shape and torch.allclose(out, ref, atol=1e-5, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------- models
+@pytest.mark.parametrize("name", ["deepseek_v2", "llama4"])
+def test_complex_rotary_models_match_the_cpu(name):
+    """transformers' DeepSeek-V2 and Llama-4 text models (issue 23's shrunk config, one layer here; two in
+    benchmarks/complex_models.py): their complex rotary embeddings run on the device (no complex op falls
+    back). Llama-4's chunked attention mask indexes an int64 tensor (`left_padding[batch_idx]`), which
+    aten.index.Tensor's lowering refuses: its only fallback."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    import complex_models
+    r = complex_models.measure(name, layers=1)
+    assert r["shape_ok"] and r["pearson"] >= 0.999, r
+    assert set(r["fallbacks"]) <= {"aten.index.Tensor"}, r
+    if name == "deepseek_v2":
+        assert not r["fallbacks"], r
