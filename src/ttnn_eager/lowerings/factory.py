@@ -191,6 +191,11 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     policy.check_dtype(dtype)
     if 0 in h.shape:  # no elements: nothing to convert (ttnn's typecast cannot take a zero-size tensor)
         return policy.to_device(torch.empty(h.shape, dtype=dtype), h.index)
+    if h.dtype.is_complex and not dtype.is_complex:  # PyTorch's cast: the real parts; to bool: z != 0
+        from .complex import abs as complex_abs
+        h = complex_abs(h) if dtype == torch.bool else policy.retag(h, torch.float32)
+        if h.dtype == dtype:
+            return h
     if dtype == torch.bool:
         out = api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
         out.bounds = _nonzero_bounds(h.bounds)
