@@ -225,6 +225,7 @@ def _own(h: api.Handle, base: api.Handle) -> api.Handle:
 
 
 _AS_STRIDED = aten.as_strided.default
+_DTYPE_VIEWS = (aten.view_as_real.default, aten.view_as_complex.default)
 _CPU_KEY = torch._C.DispatchKey.CPU
 
 
@@ -369,8 +370,8 @@ def _aliases_of(func, args, kwargs, base_t, outs):
     for o in ms:
         if not isinstance(o, torch.Tensor) or o.untyped_storage()._cdata != sid:
             res.append(None)
-        elif o.dtype is not mbase.dtype and len(ms) == 1:  # a view as another dtype (view_as_real, view.dtype):
-            res.append(func._op_dk(_CPU_KEY, *args, **kwargs))  # made by its own device-generic kernel
+        elif func in _DTYPE_VIEWS:  # a view as another dtype: made by the op's own device-generic CPU kernel
+            res.append(func._op_dk(_CPU_KEY, *args, **kwargs))
         else:
             res.append(_AS_STRIDED._op_dk(_CPU_KEY, base_t, o.shape, o.stride(), o.storage_offset()))
     return res + [None] * (len(outs) - len(res))
