@@ -187,7 +187,7 @@ def test_bad_device_index():
         torch.zeros(2, device="ttnn:7")
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
 def test_unsupported_dtypes(dtype):
     x = torch.zeros(3, dtype=dtype)
     with pytest.raises(TypeError, match=f"ttnn devices do not support {dtype}.*x.to"):

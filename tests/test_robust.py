@@ -309,6 +309,9 @@ def _last(shape):
 
 EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i of the same shape
     "checks": lambda x, i: (torch.isnan(x), torch.isinf(x), torch.isnan(i), aten.lift_fresh_copy(x)),
+    "complex": lambda x, i: (torch.view_as_real(torch.polar(x.abs(), x)), torch.view_as_real(torch.complex(x, -x)),
+                             torch.view_as_complex(torch.stack([x, i.float()], -1)).abs(),
+                             torch.view_as_real(torch.view_as_complex(torch.stack([x, x], -1)) * (1 + 2j))),
     "fused": lambda x, i: _fused_edges(x),
     "unary": lambda x, i: (torch.tanh(x), torch.relu(x), torch.sigmoid(x), torch.exp(x), torch.log(x.abs() + 1),
                            torch.sqrt(x.abs()), torch.rsqrt(x.abs() + 1), torch.erf(x), F.silu(x), F.gelu(x),

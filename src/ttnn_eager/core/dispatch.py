@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_map
 from .. import config, counters
 from ..device import api, runtime
 from . import capture, decompositions, layout
-from .registry import BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, scatter_into
+from .registry import BY_ID, COMPLEX_BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, scatter_into
 from .registry import output_aliases as _aliases
 from . import tensor as _tensor
 from .tensor import add_view, handle_of, maybe_handle, new_tensor
@@ -45,6 +45,9 @@ aten = torch.ops.aten
 
 class FallbackError(NotImplementedError):
     """Strict mode: an aten op has no TT-NN lowering."""
+
+
+_C64 = torch.complex64  # stored as real pairs (layout.py); only complex lowerings take one (_complex)
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -62,11 +65,12 @@ def _get(args, kwargs, where, name):
 class _Call:
     """Turns one call's arguments into what a lowering receives."""
 
-    __slots__ = ("index", "promote", "mixed")
+    __slots__ = ("index", "promote", "mixed", "complex")
 
     def __init__(self, mixed: bool, index: int | None = None, promote: list | None = None):
         # index: the device of the tensor arguments seen so far; promote: the PROMOTE handles seen so far
         self.index, self.promote, self.mixed = index, promote if promote is not None else [], mixed
+        self.complex = False  # a complex tensor argument was seen: the call goes to _complex
 
     def arg(self, a, need):
         h = maybe_handle(a)
@@ -78,6 +82,9 @@ class _Call:
                     raise device_mismatch(f"ttnn:{self.index}", f"ttnn:{h.index}")
                 self.index = h.index
             if need is None:
+                return h
+            if h.dtype is _C64:
+                self.complex = True
                 return h
             if need.dtype == "promote":
                 self.promote.append(h)
@@ -218,6 +225,7 @@ def _own(h: api.Handle, base: api.Handle) -> api.Handle:
 
 
 _AS_STRIDED = aten.as_strided.default
+_DTYPE_VIEWS = (aten.view_as_real.default, aten.view_as_complex.default)
 _CPU_KEY = torch._C.DispatchKey.CPU
 
 
@@ -362,6 +370,8 @@ def _aliases_of(func, args, kwargs, base_t, outs):
     for o in ms:
         if not isinstance(o, torch.Tensor) or o.untyped_storage()._cdata != sid:
             res.append(None)
+        elif func in _DTYPE_VIEWS:  # a view as another dtype: made by the op's own device-generic CPU kernel
+            res.append(func._op_dk(_CPU_KEY, *args, **kwargs))
         else:
             res.append(_AS_STRIDED._op_dk(_CPU_KEY, base_t, o.shape, o.stride(), o.storage_offset()))
     return res + [None] * (len(outs) - len(res))
@@ -394,7 +404,7 @@ def _dispatch(func, args, kwargs):
         if call is None and (h := maybe_handle(a)) is not None:
             tt = h.tt
             if h.source is None and tt is not None and (index is None or h.index == index) \
-                    and layout.satisfies(tt, need) \
+                    and h.dtype is not _C64 and layout.satisfies(tt, need) \
                     and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
                 if need.dtype == "promote":
                     promote.append(h)
@@ -410,12 +420,47 @@ def _dispatch(func, args, kwargs):
         hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
     else:
         hkwargs = {}
+    if call is not None and call.complex:
+        return _complex(func, args, kwargs)
     if call is not None and call.promote:
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     tt = None  # (a device tensor held by this frame would count as a second owner: api.sole_owner, release)
     try:
         result = entry.fn(*hargs, **hkwargs)
     except (Unfit, api.CoreMemoryError) as unfit:  # (too big for the cores' L1 is a refusal too)
+        if _is_cia(func):
+            return func.decompose(*args, **kwargs)
+        return fallback(func, args, kwargs, reason=str(unfit))
+    if entry.aliases:
+        return _finish(entry, func, result, args, kwargs, hargs, hkwargs)
+    return _wrap(result)
+
+
+def _has_complex(args, kwargs) -> bool:
+    for x in (*args, *kwargs.values()):
+        for y in (x if type(x) in (list, tuple) else (x,)):
+            if isinstance(y, torch.Tensor) and y.dtype is _C64 and y.device.type == "ttnn":
+                return True
+    return False
+
+
+def _complex(func, args, kwargs):
+    """A call with a complex tensor argument (stored as a real pair: layout.py): its complex lowering
+    (registry.COMPLEX: lowerings/complex.py), which receives the handles as they are; with none, a
+    CompositeImplicitAutograd op is decomposed and anything else runs on the CPU fallback."""
+    entry = COMPLEX_BY_ID.get(id(func))
+    if entry is None:
+        if _is_cia(func):
+            r = func.decompose(*args, **kwargs)
+            if r is not NotImplemented:
+                return r
+        return fallback(func, args, kwargs, reason="no lowering of this op takes complex tensors")
+    call = _Call(entry.mixed_devices)
+    hargs = [call.arg(a, None) for a in args]
+    hkwargs = {k: call.arg(v, None) for k, v in kwargs.items()}
+    try:
+        result = entry.fn(*hargs, **hkwargs)
+    except (Unfit, api.CoreMemoryError) as unfit:
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs, reason=str(unfit))
@@ -495,7 +540,10 @@ def _zero_size(entry, func, args, kwargs):
 def _unlowered(func, args, kwargs):
     """An op with no lowering of its own: decomposed (CompositeImplicitAutograd), run through its functional
     lowering (in-place, out=), decomposed by PyTorch's decomposition (decompositions.ALLOWLIST), or run on
-    the CPU fallback."""
+    the CPU fallback. An op lowered for complex tensors only (view_as_real) runs that lowering."""
+    if id(func) in COMPLEX_BY_ID and _has_complex(args, kwargs):
+        counters.count_aten(func)
+        return _complex(func, args, kwargs)
     if _is_cia(func):
         r = func.decompose(*args, **kwargs)
         if r is not NotImplemented:

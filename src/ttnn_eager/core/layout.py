@@ -28,7 +28,12 @@ Storage (at upload, `storage_for`):
     matmul weights   with configure(weight_dtype="bfloat8_b"): 2-D parameters (both sizes >= 32) are
                      stored bfloat8_b TILE at upload; an embedding table among them is widened back to
                      bfloat16 once, at its first lookup
-    float64, complex: refused (TypeError naming a dtype to use)
+    torch.complex64  a real pair tensor: its view_as_real value ([*shape, 2], real and imaginary parts
+                     last) stored as float32 is; the Handle keeps torch's view (complex64, the complex
+                     shape) and its device tensor is the pair's (as_pair / as_complex: the same device
+                     tensor seen either way). Only the complex lowerings (lowerings/complex.py) compute
+                     on it: dispatch sends every op with a complex argument there, or to the CPU fallback
+    float64, complex128, complex32: refused (TypeError naming a dtype to use)
     float constants  a finite constant or uploaded float32 value beyond bfloat16's range
                      (torch.finfo(torch.float32).min, the usual "masked" score) is stored as bfloat16's largest
                      finite value, not rounded to infinity: a softmax over a row masked entirely with it then
@@ -173,11 +178,35 @@ def float_device_dtype():
 
 
 def check_dtype(dtype: torch.dtype) -> None:
-    if dtype in _FLOAT_DEVICE or dtype in _INT:
+    if dtype in _FLOAT_DEVICE or dtype in _INT or dtype is torch.complex64:
         return
-    hint = "torch.float32" if dtype.is_floating_point or dtype.is_complex else "torch.int32"
-    raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. "
-                    f"x.to({hint}) (supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8)")
+    hint = "torch.complex64" if dtype.is_complex else "torch.float32" if dtype.is_floating_point else "torch.int32"
+    raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. x.to({hint}) "
+                    f"(supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8, complex64)")
+
+
+# ----------------------------------------------------------------------------------------------- complex
+def as_pair(h: api.Handle) -> api.Handle:
+    """A complex64 tensor's device value as the real tensor it is stored as: float32, shape [*shape, 2] (what
+    torch.view_as_real gives), the same device tensor (no device op)."""
+    if h.dtype is not torch.complex64:
+        raise TypeError(f"ttnn_eager: as_pair expects a complex64 tensor, got {h.dtype}")
+    if h.tt is None and h.host is None:
+        materialize(h)
+    p = api.Handle(h.tt, h.shadow, torch.float32, (*h.shape, 2), h.index)
+    p.host, p.root = h.host, h.root
+    return p
+
+
+def as_complex(p: api.Handle) -> api.Handle:
+    """A real pair tensor ([..., 2], floating) as the complex64 tensor it stores (the same device tensor)."""
+    if not p.shape or p.shape[-1] != 2:
+        raise RuntimeError(f"Tensor must have a last dimension of size 2 (got shape {list(p.shape)})")
+    if p.tt is not None and not is_float(p.tt_dtype):
+        p = _typecast(ensure(p, TILE), float_device_dtype())
+    h = api.Handle(p.tt, p.shadow, torch.complex64, p.shape[:-1], p.index)
+    h.host, h.root = p.host, p.root
+    return h
 
 
 def finite_constant(value, tt_dtype=None):
@@ -190,8 +219,10 @@ def finite_constant(value, tt_dtype=None):
 
 
 def storage_for(dtype: torch.dtype, nonnegative: bool = False):
-    """(device dtype, layout) for a tensor of torch dtype `dtype`."""
+    """(device dtype, layout) for a tensor of torch dtype `dtype` (complex64: of its real pair tensor)."""
     check_dtype(dtype)
+    if dtype is torch.complex64:
+        return float_device_dtype(), api.TILE
     if dtype in _INT:
         return (api.UINT32 if nonnegative else api.INT32), api.TILE
     return (_FLOAT_DEVICE[dtype] or float_device_dtype()), api.TILE
@@ -253,7 +284,9 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
     """Upload a CPU tensor under the storage policy (the torch dtype PyTorch sees is kept); a convolution
     kernel (is_kernel_weight) and a 0-d integer or bool tensor (its value known: bounds) are staged on the
     host instead (api.stage), and so is a value written into a staged tensor `into` (copy_: load_state_dict),
-    in its layout."""
+    in its layout. A complex64 value is uploaded as its real pair (view_as_real)."""
+    if value.dtype is torch.complex64:
+        return as_complex(to_device(torch.view_as_real(value.detach().resolve_conj()).contiguous(), index))
     bounds = None
     if value.dtype in _INT or value.dtype == torch.bool:
         bounds = (*_int_range(value), True) if value.numel() else None
@@ -292,6 +325,9 @@ def materialize(h: api.Handle) -> api.Handle:
     zeros."""
     if h.tt is None and h.host is not None:
         api.upload_staged(h)
+    elif h.tt is None and h.dtype is torch.complex64:  # zeros as its real pair
+        h.assign(as_complex(api.create("zeros", ((*h.shape, 2),), float_device_dtype(), api.TILE, h.index,
+                                       torch.float32)))
     elif h.tt is None:
         tt_dtype, layout = storage_for(h.dtype)
         h.assign(api.create("zeros", (tuple(h.shape),), tt_dtype, layout, h.index, h.dtype))
@@ -472,6 +508,8 @@ def retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     storage policy stores `dtype` differently, e.g. an integer result written into a float tensor)."""
     if h.dtype == dtype:
         return h
+    if dtype is torch.complex64 or h.dtype is torch.complex64:
+        return _complex_retag(h, dtype)
     new = api.Handle(h.tt, h.shadow, dtype, h.shape, h.index, None if dtype.is_floating_point else h.bounds)
     if h.tt is None or dtype == torch.bool:
         return new
@@ -502,3 +540,25 @@ def prepared(h: api.Handle, key: tuple, make, stale=None, conversion: bool = Tru
         if conversion:  # (else a form computed by ops of its own, e.g. sdpa's additive mask)
             counters.counts["layout_conversions"] += 1
     return form
+
+
+def _complex_retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
+    """A real value as complex64 (imaginary parts 0), or a complex64 value as a real dtype (its real parts:
+    PyTorch's cast, which discards the imaginary parts)."""
+    check_dtype(dtype)
+    if h.dtype is torch.complex64:  # -> its real parts
+        p = ensure(as_pair(h), TILE)
+        n = len(p.shape)
+        re = api.run("slice", p, [0] * n, list(p.shape[:-1]) + [1], [1] * n) if p.shape.numel() else p
+        re = api.run("reshape", re, tuple(h.shape) or (1,)) if p.shape.numel() else re
+        re.shape = h.shape
+        return retag(re, dtype) if dtype is not torch.float32 else re
+    re = retag(h, torch.float32)
+    if not h.shape.numel():
+        return to_device(torch.empty(tuple(h.shape), dtype=dtype), h.index)
+    re = ensure(re, TILE)
+    col = api.run("reshape", re, (*h.shape, 1))
+    zeros = api.create("zeros", ((*h.shape, 1),), col.tt_dtype, api.TILE, h.index, torch.float32)
+    p = api.run("concat", [col, zeros], dim=len(h.shape))
+    p.shape = torch.Size((*h.shape, 2))
+    return as_complex(p)

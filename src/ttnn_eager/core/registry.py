@@ -63,6 +63,11 @@ class Lowering:
 
 REGISTRY: dict = {}  # aten OpOverload -> Lowering
 BY_ID: dict = {}     # id(aten OpOverload) -> Lowering: the same, for dispatch (OpOverload hashes in Python)
+# Complex tensors (core/layout.py: stored as real pairs) are computed only by the lowerings registered with
+# complex=True (lowerings/complex.py): dispatch sends a call with a complex tensor argument there, or to the
+# CPU fallback when the op has none. The same aten op may have both (mul: real and complex).
+COMPLEX: dict = {}   # aten OpOverload -> Lowering for calls with complex tensor arguments
+COMPLEX_BY_ID: dict = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,13 +96,17 @@ class Unfit(Exception):
     ops (CompositeImplicitAutograd ops) or runs it on the CPU fallback, as for an op with no lowering."""
 
 
-def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices: bool = False):
-    """Register the decorated function as the lowering of each aten overload in `ops`."""
+def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices: bool = False,
+             complex: bool = False):
+    """Register the decorated function as the lowering of each aten overload in `ops` (complex=True: of its
+    calls with complex tensor arguments, which receive their handles as they are: needs is ANY)."""
+    table, by_id = (COMPLEX, COMPLEX_BY_ID) if complex else (REGISTRY, BY_ID)
+
     def register(fn):
         for op in ops:
-            if op in REGISTRY:
-                raise RuntimeError(f"{op} already has a lowering ({REGISTRY[op].fn.__qualname__})")
-            REGISTRY[op] = BY_ID[id(op)] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
+            if op in table:
+                raise RuntimeError(f"{op} already has a lowering ({table[op].fn.__qualname__})")
+            table[op] = by_id[id(op)] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
         return fn
     return register
 

@@ -71,7 +71,7 @@ def _empty(index: int, dtype: torch.dtype) -> torch.Tensor:
 
 _DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.float64: (2, 64), torch.bfloat16: (4, 16),
               torch.int64: (0, 64), torch.int32: (0, 32), torch.int16: (0, 16), torch.int8: (0, 8),
-              torch.uint8: (1, 8), torch.bool: (6, 8)}
+              torch.uint8: (1, 8), torch.bool: (6, 8), torch.complex64: (5, 64)}
 
 
 def _from_dlpack_stub(index: int, dtype: torch.dtype) -> torch.Tensor:

@@ -458,6 +458,8 @@ def download(h: Handle) -> torch.Tensor:
     if not h.shape.numel():  # nothing to read
         return torch.empty(h.shape, dtype=h.dtype)
     kept = BACKEND.read(h)
+    if h.dtype is torch.complex64:  # stored as its real pair [*shape, 2] (core/layout.py)
+        return torch.view_as_complex(kept.reshape(*h.shape, 2).to(torch.float32).contiguous()).clone()
     return _own(kept.reshape(h.shape).to(h.dtype), kept)
 
 

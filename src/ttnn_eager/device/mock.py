@@ -234,7 +234,10 @@ class Mock:
         return f"{self.runtime.board} (mock)"
 
     def stored(self, value: torch.Tensor, tt_dtype):
-        return _round(value, tt_dtype)  # an upload's value is known, shadows off or on
+        out = _round(value, tt_dtype)  # an upload's value is known, shadows off or on
+        if out.numel() and out.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
+            out = out.clone()  # (a float32 or int32 upload: the device's copy, not the host tensor's memory)
+        return out
 
     def rounded(self, value: torch.Tensor, tt_dtype, layout) -> torch.Tensor:
         return _round(value, tt_dtype)  # a staged tensor's host value (api.stage)

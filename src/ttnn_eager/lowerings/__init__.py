@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     activation,
     attention,
     batchnorm,
+    complex,
     conv,
     backward,
     dropout,

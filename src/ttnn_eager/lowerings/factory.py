@@ -27,6 +27,8 @@ def _dtype(dtype):
 def full_handle(shape, value, dtype: torch.dtype, index: int, like: api.Handle | None = None) -> api.Handle:
     """A constant on the device; `like`: the tensor it is made like (its storage may follow: layout.storage_like)."""
     policy.check_dtype(dtype)
+    if dtype is torch.complex64:  # stored as a real pair (layout.py): made on the host
+        return policy.to_device(torch.full(tuple(shape), value, dtype=dtype), index)
     nonnegative = not isinstance(value, bool) and value >= 0
     tt_dtype, tt_layout = (policy.storage_for(dtype, nonnegative) if like is None
                            else policy.storage_like(like, dtype, nonnegative))
@@ -117,7 +119,8 @@ def new_empty(x, size, *args, dtype=None, layout=None, device=None, pin_memory=N
           "tensor, e.g. torch.where(mask, -inf, x)): no transfer")
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     dtype = _dtype(dtype)
-    value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else int(s)
+    value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else \
+        complex(s) if dtype.is_complex else int(s)
     return full_handle((), value, dtype, index_of(device))
 
 
@@ -189,11 +192,16 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     policy.check_dtype(dtype)
     if 0 in h.shape:  # no elements: nothing to convert (ttnn's typecast cannot take a zero-size tensor)
         return policy.to_device(torch.empty(h.shape, dtype=dtype), h.index)
+    if h.dtype.is_complex and not dtype.is_complex:  # PyTorch's cast: the real parts; to bool: z != 0
+        from .complex import abs as complex_abs
+        h = complex_abs(h) if dtype == torch.bool else policy.retag(h, torch.float32)
+        if h.dtype == dtype:
+            return h
     if dtype == torch.bool:
         out = api.run("ne", policy.ensure(h, TILE), 0, dtype=api.BFLOAT16, out_dtype=torch.bool)
         out.bounds = _nonzero_bounds(h.bounds)
         return out
-    if h.dtype.is_floating_point and not dtype.is_floating_point:
+    if h.dtype.is_floating_point and not dtype.is_floating_point and not dtype.is_complex:
         h = api.run("trunc", policy.ensure(h, TILE))
     return policy.retag(h, dtype)
 

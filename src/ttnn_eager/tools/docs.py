@@ -39,6 +39,13 @@ def ops_md() -> str:
             out.append(f"\n## {fam}\n\n| aten op | lowering | TT-NN op(s) | needs | notes |\n|---|---|---|---|---|\n")
         ttnn = ", ".join(f"`{t}`" for t in e.ttnn) or "(none: metadata only)"
         out.append(f"| `{e.op}` | `{e.fn.__name__}` | {ttnn} | {e.need_summary()} | {e.notes} |\n")
+    from ..core.registry import COMPLEX
+    out.append("\n## complex tensors\n\nCalls with a complex64 argument (stored as real pairs: "
+               "`src/ttnn_eager/lowerings/complex.py`) run these lowerings, and any other op on the CPU fallback. "
+               f"{len(COMPLEX)} overloads:\n\n| aten op | lowering | TT-NN op(s) | notes |\n|---|---|---|---|\n")
+    for e in sorted(COMPLEX.values(), key=lambda e: str(e.op)):
+        ttnn = ", ".join(f"`{t}`" for t in e.ttnn) or "(none: metadata only)"
+        out.append(f"| `{e.op}` | `{e.fn.__name__}` | {ttnn} | {e.notes} |\n")
     from ..core import decompositions
     decomposed = sorted(str(op) for op in decompositions.table() if op not in REGISTRY)
     out.append("\n## Decomposed by PyTorch\n\nNo lowering of their own: PyTorch's decomposition "
