@@ -66,25 +66,61 @@ def device_indices(indices, index: int) -> list:
     return [policy.to_device(i, index) if isinstance(i, torch.Tensor) else i for i in indices]
 
 
-@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding"], needs=ANY, mixed_devices=True,
-          notes="index tensors on leading dimensions; floating/bool tables (embedding gathers bfloat16 rows); "
-                "CPU index tensors are uploaded")
+@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding", "permute", "arange", "gather"], needs=ANY,
+          mixed_devices=True,
+          notes="adjacent integer index tensors after any leading ':' (x[..., [-2], :]: the indexed dimensions "
+                "permuted to the front and back); floating/bool tables gather rows by ttnn.embedding (bfloat16 "
+                "rows), integer tables elements by ttnn.gather (exact); CPU index tensors are uploaded")
 def index(x, indices):
+    from .views import permute_handle
     if not isinstance(x, api.Handle):
         raise device_mismatch("cpu", next(i.index for i in indices if isinstance(i, api.Handle)))
-    indices = device_indices(indices, x.index)
+    indices = list(device_indices(indices, x.index))
+    while indices and indices[-1] is None:  # trailing ':' select nothing
+        indices.pop()
+    lead = 0
+    while lead < len(indices) and indices[lead] is None:
+        lead += 1
+    indices = indices[lead:]
     k = len(indices)
-    if k == 0 or k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices) \
-            or not x.dtype.is_floating_point and x.dtype != torch.bool:
-        raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
+    if k == 0 or lead + k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices):
+        raise Unfit("only adjacent integer index tensors after leading ':'")
     if not x.shape.numel() or any(not i.shape.numel() for i in indices):  # no elements: nothing for ttnn
         meta = aten.index.Tensor(torch.empty(x.shape, device="meta"),
-                                 [torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices])
+                                 [None] * lead + [torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices])
         return policy.to_device(torch.empty(meta.shape, dtype=x.dtype), x.index)
+    n = len(x.shape)
+    if lead:  # the indexed dimensions first, then the leading ones and the rest
+        order = list(range(lead, lead + k)) + list(range(lead)) + list(range(lead + k, n))
+        out = _index_leading(permute_handle(x, order), indices)
+        s = len(out.shape) - (n - k)  # the broadcast index shape's rank
+        back = list(range(s, s + lead)) + list(range(s)) + list(range(s + lead, len(out.shape)))
+        return permute_handle(out, back)
+    return _index_leading(x, indices)
+
+
+def _index_leading(x, indices):
+    """x[i0, ..., ik-1] with the index tensors on x's leading dimensions."""
+    k = len(indices)
     flat, shape = flat_rows(x, indices)
     rest = list(x.shape[k:])
-    flat = reshape(flat, (1, math.prod(shape)))
-    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
+    m, width = math.prod(shape), math.prod(rest)
+    flat = reshape(flat, (1, m))
+    if not x.dtype.is_floating_point and x.dtype != torch.bool:
+        return reshape(_gather_elements(x, flat, m, width), shape + rest)
+    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), width))
     from .embedding import lookup
     rows = lookup(table, policy.ensure(flat, INDEX), x.dtype, tile_table=True)
     return reshape(rows, shape + rest)
+
+
+def _gather_elements(x, flat, m: int, width: int) -> api.Handle:
+    """Rows `flat` ([1, m] row numbers) of an integer x viewed as [rows, width], as one ttnn.gather of the
+    elements (row * width + column) from x flattened to one row: exact for any int32 values, where
+    ttnn.embedding takes bfloat16 tables only. [1, m * width] elements."""
+    if width > 1:
+        column = api.create("arange", (0, width, 1), flat.tt_dtype, api.TILE, x.index, flat.dtype)
+        flat = api.run("add", api.run("multiply", reshape(flat, (m, 1)), width), reshape(column, (1, width)))
+        flat = reshape(flat, (1, m * width))
+    table = reshape(policy.ensure(x, TILE), (1, x.shape.numel()))
+    return api.run("gather", table, 1, index=policy.ensure(flat, INDEX), out_dtype=x.dtype)
