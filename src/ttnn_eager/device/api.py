@@ -274,6 +274,8 @@ def _memory_kind(err: Exception):
     """(memory, bytes asked) of a ttnn allocator failure -- memory "DRAM", "L1" or "L1_SMALL" from ttnn's text
     "Out of Memory: Not enough space to allocate <n> B <memory> buffer ..." (DRAM when it names none), bytes
     None when it names no size -- or None for any other error."""
+    if isinstance(err, RuntimeError) and "clash with L1 buffers" in str(err):
+        return ("L1", None)  # a program's static circular buffers overlap L1 tensors: its L1 does not fit
     if not isinstance(err, RuntimeError) or "Out of Memory" not in str(err):
         return None
     import re
@@ -294,6 +296,10 @@ def _out_of_memory(err: Exception, index: int, what: str):
     asked = "a buffer" if nbytes is None else _size(nbytes)
     bank = re.search(r"bank size is (\d+) B", str(err))
     per_core = f" ({_size(int(bank.group(1)))} per core)" if bank else ""
+    if kind == "L1" and "clash with L1 buffers" in str(err):
+        return CoreMemoryError(f"{what}: its statically allocated circular buffers clash with L1 buffers (the "
+                               f"op's working memory does not fit the cores' SRAM beside its L1 tensors at these "
+                               f"sizes)")
     if kind == "L1":
         return CoreMemoryError(f"{what} needs a {asked} L1 buffer, more than the cores' SRAM holds{per_core}")
     if kind == "L1_SMALL":

@@ -21,15 +21,23 @@ from .views import expand, reshape
 aten = torch.ops.aten
 
 
+def gather_handle(x: api.Handle, d: int, index: api.Handle) -> api.Handle:
+    """ttnn.gather(x, d, index) with the two in one layout (TILE: ttnn.gather TT_FATALs on an input and an index
+    of two layouts, e.g. an index made ROW_MAJOR by an op or an upload of no elements) and the index uint32."""
+    if not x.shape.numel() or not index.shape.numel():
+        raise Unfit("ttnn.gather of no elements")
+    x, index = policy.ensure(x, TILE), policy.relayout(policy.ensure(index, INDEX), api.TILE)
+    return api.run("gather", x, d, index=index, out_dtype=x.dtype)
+
+
 @lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": INDEX},
-          notes="0-d and 1-D tensors gathered as one row")
+          notes="0-d and 1-D tensors gathered as one row; index and input in one layout (TILE)")
 def gather(x, d, index, *, sparse_grad=False):
     d = dim(d, len(x.shape))
     if len(x.shape) <= 1 and len(index.shape) <= 1:  # ttnn.gather needs a rank it can bring to 4-D: one row
-        row = api.run("gather", reshape(x, (1, x.shape.numel())), 1,
-                      index=reshape(index, (1, index.shape.numel())), out_dtype=x.dtype)
+        row = gather_handle(reshape(x, (1, x.shape.numel())), 1, reshape(index, (1, index.shape.numel())))
         return reshape(row, index.shape)
-    return api.run("gather", x, d, index=index, out_dtype=x.dtype)
+    return gather_handle(x, d, index)
 
 
 def _wrapped(i: api.Handle, size: int) -> api.Handle:
@@ -122,5 +130,44 @@ def _gather_elements(x, flat, m: int, width: int) -> api.Handle:
         column = api.create("arange", (0, width, 1), flat.tt_dtype, api.TILE, x.index, flat.dtype)
         flat = api.run("add", api.run("multiply", reshape(flat, (m, 1)), width), reshape(column, (1, width)))
         flat = reshape(flat, (1, m * width))
-    table = reshape(policy.ensure(x, TILE), (1, x.shape.numel()))
-    return api.run("gather", table, 1, index=policy.ensure(flat, INDEX), out_dtype=x.dtype)
+    return gather_handle(reshape(policy.ensure(x, TILE), (1, x.shape.numel())), 1, flat)
+
+
+@lowering(aten.flip.default, ttnn=["arange", "multiply", "add", "embedding", "gather", "permute"], needs=ANY,
+          notes="each flipped dimension an index.Tensor of reversed positions made on the device")
+def flip(x, dims):
+    n = len(x.shape)
+    ds = [dim(d, n) for d in dims]
+    if len(set(ds)) != len(ds):
+        raise RuntimeError("dims has duplicates, original flip dims size=" f"{len(ds)}, but unique flip dims size={len(set(ds))}")
+    from .views import share
+    out = share(x)
+    for d in ds if n else ():  # (a 0-d tensor is its own flip)
+        size = x.shape[d]
+        if size <= 1:
+            continue
+        positions = api.create("arange", (0, size, 1), api.INT32, api.TILE, x.index, torch.int64)
+        reversed_ = api.run("add", api.run("multiply", positions, -1), size - 1)
+        reversed_.bounds = (0, size - 1, True)
+        out = index(out, [None] * d + [reversed_])
+    return out
+
+
+def _host_result(x: api.Handle, fn) -> api.Handle:
+    """fn of x's value read back to the host, uploaded: for ops whose result's shape depends on the values
+    (one device-to-host read, as PyTorch's CUDA kernels sync; a graph capture refuses it)."""
+    return policy.to_device(fn(api.download(x)), x.index)
+
+
+@lowering(aten.nonzero.default, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="the result's shape depends on the values: x read to the host, PyTorch's nonzero there, the "
+                "indices uploaded (a graph capture refuses the read)")
+def nonzero(x):
+    return _host_result(x, torch.nonzero)
+
+
+@lowering(aten.repeat_interleave.Tensor, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="the result's length is the repeats' sum: the repeats read to the host, PyTorch's indices "
+                "uploaded (a graph capture refuses the read)")
+def repeat_interleave(repeats, *, output_size=None):
+    return _host_result(repeats, lambda r: torch.repeat_interleave(r, output_size=output_size))

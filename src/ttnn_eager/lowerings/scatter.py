@@ -27,7 +27,7 @@ from ..core.layout import ANY, TILE
 from ..core.registry import Unfit, device_mismatch, lowering
 from ..device import api
 from ._common import dim, is_handle, known_inside, known_outside
-from .indexing import device_indices, flat_rows
+from .indexing import device_indices, flat_rows, gather_handle
 from .views import expand, permute_handle, reshape, scatter_along, slice_handle
 
 aten = torch.ops.aten
@@ -121,11 +121,15 @@ def _spread(x: api.Handle, full_mask: api.Handle, source: api.Handle) -> api.Han
     """The source's elements laid out at the set positions of full_mask (x's shape), in order: the running
     count of the mask (int32 cumsum, exact) picks each position's source element."""
     numel = x.shape.numel()
+    if not source.shape.numel():
+        # The callers checked the mask selects no more than the source holds: nothing. (An empty source is
+        # never relaid out -- ROW_MAJOR -- and ttnn.gather TT_FATALs on an index of another layout.)
+        return x
     flat_mask = reshape(policy.ensure(full_mask, TILE), (1, numel))
     running = api.run("cumsum", policy.retag(flat_mask, torch.int32), 1, out_dtype=torch.int32)
     pick = api.run("clamp", api.run("subtract", running, 1), min=0, max=max(source.shape.numel() - 1, 0))
     flat_source = reshape(policy.ensure(source, TILE), (1, source.shape.numel()))
-    picked = api.run("gather", flat_source, 1, index=policy.ensure(pick, policy.INDEX), out_dtype=source.dtype)
+    picked = gather_handle(flat_source, 1, pick)
     return reshape(picked, x.shape)
 
 
