@@ -10,6 +10,8 @@ integers below 2**24 in magnitude (token ids, beam indices).
 """
 from __future__ import annotations
 
+import builtins  # (round is a lowering's name here)
+
 import torch
 
 from ..core import layout as policy
@@ -177,6 +179,9 @@ def _integer_power(base, exponent, dtype: torch.dtype, run):
     mantissa; a negative exponent (PyTorch: 0 or +-1 by integer rules) is refused unless known not to occur."""
     if not (exponent.bounds is not None and exponent.bounds[0] >= 0):
         raise Unfit("integer powers with an exponent tensor not known to be non-negative")
+    b = (base, base, True) if not is_handle(base) else base.bounds
+    if b is None or builtins.max(abs(b[0]), abs(b[1])) ** exponent.bounds[1] >= 2 ** 24:
+        raise Unfit("integer powers that may reach 2**24 (computed in float32)")
     out = run(policy.to_float32(base) if is_handle(base) else float(base), policy.to_float32(exponent))
     return cast(api.run("round", out), dtype)
 
@@ -194,8 +199,8 @@ def pow_scalar(base, exponent):
 
 
 @lowering(aten.pow.Tensor_Tensor, ttnn=["pow", "typecast", "round"], needs=PROMOTE,
-          notes="ttnn.pow of two tensors, broadcast; integer powers in float32 (exact below 2**24, exponents "
-                "known non-negative)")
+          notes="ttnn.pow of two tensors, broadcast; integer powers in float32 when the operands' known ranges "
+                "keep them below 2**24 (else the CPU fallback)")
 def pow_tensor(x, exponent):
     check_broadcast(x.shape, exponent.shape)
     dtype = result_dtype(x, exponent)

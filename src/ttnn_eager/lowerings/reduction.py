@@ -232,7 +232,7 @@ def _variance(x, d, correction, keepdim, what: str):
     if not x.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
     dims = _dims(x, d)
-    n = math.prod(x.shape) if dims is None else math.prod(x.shape[i] for i in dims)
+    n = math.prod(x.shape) if dims is None or not x.shape else math.prod(x.shape[i] for i in dims)
     divisor = n - (1 if correction is None else float(correction))
     if divisor <= 0:
         raise Unfit(f"{what} of {n} elements with correction {correction} (a division by {divisor})")
