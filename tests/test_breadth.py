@@ -43,6 +43,9 @@ CASES = {
                                      a[:, torch.tensor([0, 2]), torch.tensor([1, 0])]), [(bf(2, 3, 6, 16),)]),
     "index_int_table": (lambda t: (t[torch.arange(2).view(2, 1, 1), torch.arange(5).view(1, 5, 1)],
                                    t[torch.tensor([1, 0, 1])]), [(ints(2, 5, lo=-70000, hi=70000),)]),
+    "scatter_reduce": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, r, include_self=inc) for r in ("sum", "mean")
+                                             for inc in (True, False)),
+                       [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1))]),
     "argmax_int": (lambda i, m: (i.argmax(-1), m.int().argmax(-1)), [(ints(3, 40, hi=1000), mask(3, 40))]),
 }
 

@@ -406,7 +406,8 @@ def _breadth(x, i):
             torch.round(x, decimals=1), 2.0 ** x, torch.pow(x.abs() + 0.5, x), torch.clamp(x, -x.abs(), x.abs()),
             torch.logsumexp(x, d), torch.var(x, d), torch.std(x, correction=0), torch.flip(x, (d,)),
             torch.flip(i, (0,)), torch.nonzero(i), torch.repeat_interleave(i.flatten().abs() % 3),
-            i[..., torch.zeros(1, dtype=torch.long, device=x.device)] if x.dim() and x.shape[-1] else i)
+            i[..., torch.zeros(1, dtype=torch.long, device=x.device)] if x.dim() and x.shape[-1] else i,
+            x.scatter_reduce(-1, i.abs() % x.shape[-1], x, "mean", include_self=False) if x.dim() and x.shape[-1] else x)
 
 
 def _moe(x, i):

@@ -315,9 +315,20 @@ def scatter_add(x, d, index, src):
     return _scatter("scatter_add", x, d, index, src)
 
 
-@lowering(aten.scatter_reduce.two, ttnn=["scatter_add"], needs=ANY,
-          notes="reduce='sum' with include_self=True (ttnn's scatter has no other reduction); else the fallback")
+@lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide"], needs=ANY,
+          notes="reduce='sum' (ttnn.scatter_add; include_self=False: the written positions zeroed first by "
+                "ttnn.scatter) and 'mean' of floating tensors (the sum over the count, a scatter_add of ones); "
+                "amax/amin/prod run on the CPU fallback")
 def scatter_reduce(x, d, index, src, reduce, *, include_self=True):
-    if reduce != "sum" or not include_self:
-        raise Unfit(f"scatter_reduce reduce={reduce!r} include_self={include_self}")
-    return _scatter("scatter_add", x, d, index, src)
+    if reduce not in ("sum", "mean") or reduce == "mean" and not x.dtype.is_floating_point:
+        raise Unfit(f"scatter_reduce reduce={reduce!r} of {x.dtype} (ttnn's scatter adds or writes)")
+    from .factory import full_handle
+    base = x if include_self else _scatter("scatter", x, d, index, 0)
+    total = _scatter("scatter_add", base, d, index, src)
+    if reduce == "sum":
+        return total
+    ones = full_handle(x.shape, 1.0, x.dtype, x.index)
+    count = _scatter("scatter_add", ones if include_self else _scatter("scatter", ones, d, index, 0), d, index, 1.0)
+    if not include_self:  # positions nothing is written to keep x (count 0 there: divide by 1)
+        count = api.run("where", api.run("eq", count, 0.0), 1.0, count)
+    return api.run("divide", policy.ensure(total, TILE), policy.ensure(count, TILE), out_dtype=x.dtype)
