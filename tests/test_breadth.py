@@ -24,7 +24,9 @@ CASES = {
     "acos_erfinv": (lambda a: torch.stack([torch.acos(a * 0.9), torch.erfinv(a * 0.9)]), [(bf(3, 33).tanh(),)]),
     "floor_round": (lambda a: torch.stack([torch.floor(a * 4), torch.round(a * 4), torch.round(a, decimals=1)]),
                     [(bf(3, 33),), (bf(2, 5),)]),
-    "floor_round_int": (lambda i: torch.stack([torch.floor(i), torch.round(i)]), [(ints(3, 7, lo=-9),)]),
+    "floor_round_int": (lambda i: torch.stack([torch.floor(i), torch.round(i), torch.ceil(i)]), [(ints(3, 7, lo=-9),)]),
+    "ceil": (lambda a: torch.ceil(a * 4), [(bf(3, 33),)]),
+    "is_all_true": (lambda m: torch.stack([aten._is_all_true(m), aten._is_all_true(m | True)]), [(mask(3, 33),)]),
     "pow_scalar_base": (lambda a: 10000.0 ** (a.abs() / 4), [(bf(2, 33),)]),  # rotary tables' inverse frequencies
     "pow_tensors": (lambda a, b: torch.pow(a.abs() + 0.5, b), [(bf(3, 33), bf(3, 33, seed=1)), (bf(5, 1), bf(7))]),
     "pow_int": (lambda i, j: torch.stack([torch.pow(i, j), 2 ** j]), [(ints(3, 5, lo=-4, hi=5), ints(3, 5, hi=6, seed=1))]),
@@ -58,13 +60,15 @@ def test_matches_the_cpu(name):
         check(fn, *inputs, atol=0.03)  # (strict: a fallback fails)
 
 
-@covers(aten.acos.default, aten.erfinv.default, aten.floor.default, aten.round.default, aten.round.decimals,
+@covers(aten.acos.default, aten.erfinv.default, aten.floor.default, aten.ceil.default, aten._is_all_true.default,
+        aten.round.default, aten.round.decimals,
         aten.pow.Scalar, aten.pow.Tensor_Tensor, aten.clamp.Tensor)
 @FEW
 @given(shape=shapes(), data=st.data())
 def test_elementwise_math(shape, data):
     x, y = values(shape, data.draw), values(shape, data.draw)
     check(lambda a, b: torch.stack([torch.acos(a.tanh()), torch.erfinv(a.tanh() * 0.9), torch.floor(a),
+                                    torch.ceil(a), aten._is_all_true(a > -9).float().expand(a.shape),
                                     torch.round(a * 2), torch.round(a, decimals=1), 2.0 ** a,
                                     torch.pow(a.abs() + 0.5, b), torch.clamp(a, -b.abs(), b.abs())]), x, y)
 

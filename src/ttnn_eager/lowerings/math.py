@@ -163,6 +163,13 @@ def floor(x):
     return api.run("floor", x)
 
 
+@lowering(aten.ceil.default, ttnn=["ceil"], needs=TILE, notes="integer tensors: themselves, as PyTorch")
+def ceil(x):
+    if not x.dtype.is_floating_point:
+        return _integer_identity(x, "ceil")
+    return api.run("ceil", x)
+
+
 @lowering(aten.round.default, aten.round.decimals, ttnn=["round"], needs=TILE,
           notes="halves to even, as PyTorch; decimals rounds x * 10**decimals; integer tensors: themselves "
                 "(decimals=0)")

@@ -72,6 +72,14 @@ def all(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=True)
 
 
+@lowering(aten._is_all_true.default, ttnn=["ne", "min"], needs=TILE,
+          notes="torch._check_tensor_all's test: all() of a bool tensor")
+def is_all_true(x):
+    if x.dtype != torch.bool:
+        raise RuntimeError(f"Expected only a boolean tensor, got {x.dtype}")
+    return _all_or_any(x, None, False, want_all=True)
+
+
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
 def any(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=False)
