@@ -48,6 +48,8 @@ CASES = {
     "scatter_reduce": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, r, include_self=inc) for r in ("sum", "mean")
                                              for inc in (True, False)),
                        [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1))]),
+    "index_mask": (lambda a, m, c, i: (a[m], a[:, c], i[m]),  # (VITS' spline: outputs[mask] = inputs[mask])
+                   [(bf(2, 3, 24), mask(2, 3, 24), mask(3, seed=1), ints(2, 3, 24, hi=9))]),
     "argmax_int": (lambda i, m: (i.argmax(-1), m.int().argmax(-1)), [(ints(3, 40, hi=1000), mask(3, 40))]),
 }
 
@@ -115,7 +117,7 @@ def test_value_dependent_shapes_read_the_device_once_and_graph_capture_refuses_t
     assert torch.equal(torch.nonzero(m).cpu(), torch.nonzero(m.cpu()))
     assert ttnn_eager.stats()["device_to_host"] == 3  # nonzero's read of the mask, then the test's two .cpu()
     r = torch.tensor([1, 2]).to(DEV)
-    for region in (lambda: torch.nonzero(m), lambda: torch.repeat_interleave(r + 1)):
+    for region in (lambda: torch.nonzero(m), lambda: torch.repeat_interleave(r + 1), lambda: r[m[0, :2]]):
         g = torch.ttnn.TTNNGraph()
         with pytest.raises(RuntimeError, match="device-to-host read"):
             with torch.ttnn.graph(g):

@@ -403,7 +403,7 @@ def _breadth(x, i):
     """The single ops of issue 23 (tests/test_breadth.py): math, statistics, flips, value-dependent shapes."""
     d = -1 if x.dim() else 0
     return (torch.acos(x.tanh()), torch.erfinv(x.tanh() * 0.9), torch.floor(x), torch.round(x), torch.floor(i),
-            torch.ceil(x), torch.ceil(i), aten._is_all_true(x > 0),
+            torch.ceil(x), torch.ceil(i), aten._is_all_true(x > 0), x[x > 0], i[i > 0],
             torch.round(x, decimals=1), 2.0 ** x, torch.pow(x.abs() + 0.5, x), torch.clamp(x, -x.abs(), x.abs()),
             torch.logsumexp(x, d), torch.var(x, d), torch.std(x, correction=0), torch.flip(x, (d,)),
             torch.flip(i, (0,)), torch.nonzero(i), torch.repeat_interleave(i.flatten().abs() % 3),

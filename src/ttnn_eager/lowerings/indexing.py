@@ -78,12 +78,13 @@ def device_indices(indices, index: int) -> list:
           mixed_devices=True,
           notes="adjacent integer index tensors after any leading ':' (x[..., [-2], :]: the indexed dimensions "
                 "permuted to the front and back); floating/bool tables gather rows by ttnn.embedding (bfloat16 "
-                "rows), integer tables elements by ttnn.gather (exact); CPU index tensors are uploaded")
+                "rows), integer tables elements by ttnn.gather (exact); bool masks: their set positions, read "
+                "to the host (the result's shape depends on them); CPU index tensors are uploaded")
 def index(x, indices):
     from .views import permute_handle
     if not isinstance(x, api.Handle):
         raise device_mismatch("cpu", next(i.index for i in indices if isinstance(i, api.Handle)))
-    indices = list(device_indices(indices, x.index))
+    indices = _mask_positions(list(device_indices(indices, x.index)), x)
     while indices and indices[-1] is None:  # trailing ':' select nothing
         indices.pop()
     lead = 0
@@ -105,6 +106,27 @@ def index(x, indices):
         back = list(range(s, s + lead)) + list(range(s)) + list(range(s + lead, len(out.shape)))
         return permute_handle(out, back)
     return _index_leading(x, indices)
+
+
+def _mask_positions(indices: list, x) -> list:
+    """Bool masks among the indices as PyTorch reads them: a k-dimensional mask is the k integer index tensors of
+    its set positions (mask.nonzero().unbind(1)). How many are set decides the result's shape, so the mask is
+    read to the host (one device-to-host read, as PyTorch's CUDA kernel syncs; a graph capture refuses it)."""
+    out, at = [], 0
+    for i in indices:
+        if i is not None and i.dtype in (torch.bool, torch.uint8):
+            k = len(i.shape)
+            if tuple(i.shape) != tuple(x.shape[at:at + k]):
+                bad = next((j for j in range(k) if at + j >= len(x.shape) or i.shape[j] != x.shape[at + j]), 0)
+                raise IndexError(f"The shape of the mask {list(i.shape)} at index {bad} does not match the shape "
+                                 f"of the indexed tensor {list(x.shape)} at index {at + bad}")
+            positions = torch.nonzero(api.download(i))
+            out += [policy.to_device(positions[:, j].contiguous(), x.index) for j in range(k)]
+            at += k
+        else:
+            out.append(i)
+            at += 1
+    return out
 
 
 def _index_leading(x, indices):
