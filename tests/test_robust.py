@@ -398,7 +398,20 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                               *_losses(x.reshape(-1, _last(x.shape)) if x.dim() else x.reshape(1, 1), i)),
     "writes": lambda x, i: _writes(x, i),
     "moe": lambda x, i: _moe(x, i),
+    "breadth": lambda x, i: _breadth(x, i),
 }
+
+
+def _breadth(x, i):
+    """The single ops of issue 23 (tests/test_breadth.py): math, statistics, flips, value-dependent shapes."""
+    d = -1 if x.dim() else 0
+    return (torch.acos(x.tanh()), torch.erfinv(x.tanh() * 0.9), torch.floor(x), torch.round(x), torch.floor(i),
+            torch.ceil(x), torch.ceil(i), aten._is_all_true(x > 0), x[x > 0], i[i > 0],
+            torch.round(x, decimals=1), 2.0 ** x, torch.pow(x.abs() + 0.5, x), torch.clamp(x, -x.abs(), x.abs()),
+            torch.logsumexp(x, d), torch.var(x, d), torch.std(x, correction=0), torch.flip(x, (d,)),
+            torch.flip(i, (0,)), torch.nonzero(i), torch.repeat_interleave(i.flatten().abs() % 3),
+            i[..., torch.zeros(1, dtype=torch.long, device=x.device)] if x.dim() and x.shape[-1] else i,
+            x.scatter_reduce(-1, i.abs() % x.shape[-1], x, "mean", include_self=False) if x.dim() and x.shape[-1] else x)
 
 
 def _moe(x, i):

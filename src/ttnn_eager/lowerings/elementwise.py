@@ -217,6 +217,16 @@ def clamp_max_tensor(x, max):
     return _clamp_by("gt", x, max)
 
 
+@lowering(aten.clamp.Tensor, ttnn=["lt", "gt", "where"], needs=PROMOTE,
+          notes="max(min(x, max), min) as PyTorch: where(x < min, min, x), then where(> max, max, .); either "
+                "bound may be None; broadcast")
+def clamp_tensor(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    out = x if min is None else _clamp_by("lt", x, min)
+    return out if max is None else _clamp_by("gt", out, max)
+
+
 # ----------------------------------------------------------------------------------------------- comparisons
 def _compare(name: str, ttnn_op: str, *ops):
     @lowering(*ops, ttnn=[ttnn_op], needs=PROMOTE, notes="bool result stored as bfloat16 0/1")

@@ -203,7 +203,10 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
         return out
     if h.dtype.is_floating_point and not dtype.is_floating_point and not dtype.is_complex:
         h = api.run("trunc", policy.ensure(h, TILE))
-    return policy.retag(h, dtype)
+    out = policy.retag(h, dtype)
+    if h.dtype == torch.bool and not dtype.is_floating_point and out.bounds is None:
+        out.bounds = (0, 1, False)  # a mask's 0/1 (a range: which of them occur is not known)
+    return out
 
 
 def _nonzero_bounds(b):

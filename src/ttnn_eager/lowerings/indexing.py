@@ -21,15 +21,23 @@ from .views import expand, reshape
 aten = torch.ops.aten
 
 
+def gather_handle(x: api.Handle, d: int, index: api.Handle) -> api.Handle:
+    """ttnn.gather(x, d, index) with the two in one layout (TILE: ttnn.gather TT_FATALs on an input and an index
+    of two layouts, e.g. an index made ROW_MAJOR by an op or an upload of no elements) and the index uint32."""
+    if not x.shape.numel() or not index.shape.numel():
+        raise Unfit("ttnn.gather of no elements")
+    x, index = policy.ensure(x, TILE), policy.relayout(policy.ensure(index, INDEX), api.TILE)
+    return api.run("gather", x, d, index=index, out_dtype=x.dtype)
+
+
 @lowering(aten.gather.default, ttnn=["gather"], needs={"self": TILE, "index": INDEX},
-          notes="0-d and 1-D tensors gathered as one row")
+          notes="0-d and 1-D tensors gathered as one row; index and input in one layout (TILE)")
 def gather(x, d, index, *, sparse_grad=False):
     d = dim(d, len(x.shape))
     if len(x.shape) <= 1 and len(index.shape) <= 1:  # ttnn.gather needs a rank it can bring to 4-D: one row
-        row = api.run("gather", reshape(x, (1, x.shape.numel())), 1,
-                      index=reshape(index, (1, index.shape.numel())), out_dtype=x.dtype)
+        row = gather_handle(reshape(x, (1, x.shape.numel())), 1, reshape(index, (1, index.shape.numel())))
         return reshape(row, index.shape)
-    return api.run("gather", x, d, index=index, out_dtype=x.dtype)
+    return gather_handle(x, d, index)
 
 
 def _wrapped(i: api.Handle, size: int) -> api.Handle:
@@ -66,25 +74,122 @@ def device_indices(indices, index: int) -> list:
     return [policy.to_device(i, index) if isinstance(i, torch.Tensor) else i for i in indices]
 
 
-@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding"], needs=ANY, mixed_devices=True,
-          notes="index tensors on leading dimensions; floating/bool tables (embedding gathers bfloat16 rows); "
-                "CPU index tensors are uploaded")
+@lowering(aten.index.Tensor, ttnn=["multiply", "add", "embedding", "permute", "arange", "gather"], needs=ANY,
+          mixed_devices=True,
+          notes="adjacent integer index tensors after any leading ':' (x[..., [-2], :]: the indexed dimensions "
+                "permuted to the front and back); floating/bool tables gather rows by ttnn.embedding (bfloat16 "
+                "rows), integer tables elements by ttnn.gather (exact); bool masks: their set positions, read "
+                "to the host (the result's shape depends on them); CPU index tensors are uploaded")
 def index(x, indices):
+    from .views import permute_handle
     if not isinstance(x, api.Handle):
         raise device_mismatch("cpu", next(i.index for i in indices if isinstance(i, api.Handle)))
-    indices = device_indices(indices, x.index)
+    indices = _mask_positions(list(device_indices(indices, x.index)), x)
+    while indices and indices[-1] is None:  # trailing ':' select nothing
+        indices.pop()
+    lead = 0
+    while lead < len(indices) and indices[lead] is None:
+        lead += 1
+    indices = indices[lead:]
     k = len(indices)
-    if k == 0 or k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices) \
-            or not x.dtype.is_floating_point and x.dtype != torch.bool:
-        raise Unfit("only integer index tensors on the leading dimensions of a floating/bool tensor")
+    if k == 0 or lead + k > len(x.shape) or any(i is None or i.dtype == torch.bool for i in indices):
+        raise Unfit("only adjacent integer index tensors after leading ':'")
     if not x.shape.numel() or any(not i.shape.numel() for i in indices):  # no elements: nothing for ttnn
         meta = aten.index.Tensor(torch.empty(x.shape, device="meta"),
-                                 [torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices])
+                                 [None] * lead + [torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices])
         return policy.to_device(torch.empty(meta.shape, dtype=x.dtype), x.index)
+    n = len(x.shape)
+    if lead:  # the indexed dimensions first, then the leading ones and the rest
+        order = list(range(lead, lead + k)) + list(range(lead)) + list(range(lead + k, n))
+        out = _index_leading(permute_handle(x, order), indices)
+        s = len(out.shape) - (n - k)  # the broadcast index shape's rank
+        back = list(range(s, s + lead)) + list(range(s)) + list(range(s + lead, len(out.shape)))
+        return permute_handle(out, back)
+    return _index_leading(x, indices)
+
+
+def _mask_positions(indices: list, x) -> list:
+    """Bool masks among the indices as PyTorch reads them: a k-dimensional mask is the k integer index tensors of
+    its set positions (mask.nonzero().unbind(1)). How many are set decides the result's shape, so the mask is
+    read to the host (one device-to-host read, as PyTorch's CUDA kernel syncs; a graph capture refuses it)."""
+    out, at = [], 0
+    for i in indices:
+        if i is not None and i.dtype in (torch.bool, torch.uint8):
+            k = len(i.shape)
+            if tuple(i.shape) != tuple(x.shape[at:at + k]):
+                bad = next((j for j in range(k) if at + j >= len(x.shape) or i.shape[j] != x.shape[at + j]), 0)
+                raise IndexError(f"The shape of the mask {list(i.shape)} at index {bad} does not match the shape "
+                                 f"of the indexed tensor {list(x.shape)} at index {at + bad}")
+            positions = torch.nonzero(api.download(i))
+            out += [policy.to_device(positions[:, j].contiguous(), x.index) for j in range(k)]
+            at += k
+        else:
+            out.append(i)
+            at += 1
+    return out
+
+
+def _index_leading(x, indices):
+    """x[i0, ..., ik-1] with the index tensors on x's leading dimensions."""
+    k = len(indices)
     flat, shape = flat_rows(x, indices)
     rest = list(x.shape[k:])
-    flat = reshape(flat, (1, math.prod(shape)))
-    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), math.prod(rest)))
+    m, width = math.prod(shape), math.prod(rest)
+    flat = reshape(flat, (1, m))
+    if not x.dtype.is_floating_point and x.dtype != torch.bool:
+        return reshape(_gather_elements(x, flat, m, width), shape + rest)
+    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), width))
     from .embedding import lookup
     rows = lookup(table, policy.ensure(flat, INDEX), x.dtype, tile_table=True)
     return reshape(rows, shape + rest)
+
+
+def _gather_elements(x, flat, m: int, width: int) -> api.Handle:
+    """Rows `flat` ([1, m] row numbers) of an integer x viewed as [rows, width], as one ttnn.gather of the
+    elements (row * width + column) from x flattened to one row: exact for any int32 values, where
+    ttnn.embedding takes bfloat16 tables only. [1, m * width] elements."""
+    if width > 1:
+        column = api.create("arange", (0, width, 1), flat.tt_dtype, api.TILE, x.index, flat.dtype)
+        flat = api.run("add", api.run("multiply", reshape(flat, (m, 1)), width), reshape(column, (1, width)))
+        flat = reshape(flat, (1, m * width))
+    return gather_handle(reshape(policy.ensure(x, TILE), (1, x.shape.numel())), 1, flat)
+
+
+@lowering(aten.flip.default, ttnn=["arange", "multiply", "add", "embedding", "gather", "permute"], needs=ANY,
+          notes="each flipped dimension an index.Tensor of reversed positions made on the device")
+def flip(x, dims):
+    n = len(x.shape)
+    ds = [dim(d, n) for d in dims]
+    if len(set(ds)) != len(ds):
+        raise RuntimeError("dims has duplicates, original flip dims size=" f"{len(ds)}, but unique flip dims size={len(set(ds))}")
+    from .views import share
+    out = share(x)
+    for d in ds if n else ():  # (a 0-d tensor is its own flip)
+        size = x.shape[d]
+        if size <= 1:
+            continue
+        positions = api.create("arange", (0, size, 1), api.INT32, api.TILE, x.index, torch.int64)
+        reversed_ = api.run("add", api.run("multiply", positions, -1), size - 1)
+        reversed_.bounds = (0, size - 1, True)
+        out = index(out, [None] * d + [reversed_])
+    return out
+
+
+def _host_result(x: api.Handle, fn) -> api.Handle:
+    """fn of x's value read back to the host, uploaded: for ops whose result's shape depends on the values
+    (one device-to-host read, as PyTorch's CUDA kernels sync; a graph capture refuses it)."""
+    return policy.to_device(fn(api.download(x)), x.index)
+
+
+@lowering(aten.nonzero.default, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="the result's shape depends on the values: x read to the host, PyTorch's nonzero there, the "
+                "indices uploaded (a graph capture refuses the read)")
+def nonzero(x):
+    return _host_result(x, torch.nonzero)
+
+
+@lowering(aten.repeat_interleave.Tensor, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="the result's length is the repeats' sum: the repeats read to the host, PyTorch's indices "
+                "uploaded (a graph capture refuses the read)")
+def repeat_interleave(repeats, *, output_size=None):
+    return _host_result(repeats, lambda r: torch.repeat_interleave(r, output_size=output_size))

@@ -10,6 +10,8 @@ integers below 2**24 in magnitude (token ids, beam indices).
 """
 from __future__ import annotations
 
+import builtins  # (round is a lowering's name here)
+
 import torch
 
 from ..core import layout as policy
@@ -17,6 +19,7 @@ from ..core.layout import PROMOTE, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import check_broadcast, dim, is_handle, result_dtype
+from .elementwise import _unary
 from .factory import cast
 
 aten = torch.ops.aten
@@ -136,3 +139,82 @@ def remainder(a, b):
     q, fa, fb = _floor_quotient(a, b)
     r = api.run("subtract", fa, api.run("multiply", q, fb))
     return _as_result(r, dtype)
+
+
+# ----------------------------------------------------------------------------------------------- more math
+# Single TT-NN ops with PyTorch's semantics (acos, erfinv, floor, round with decimals), and powers with a
+# tensor exponent: ttnn.rpow (a scalar base: 10000 ** (i / d) of rotary tables) and ttnn.pow of two tensors.
+acos = _unary("acos", "acos", aten.acos.default)
+erfinv = _unary("erfinv", "erfinv", aten.erfinv.default)
+
+
+def _integer_identity(x, name: str):
+    """floor/round of an integer tensor: the tensor itself (a copy), as PyTorch; bools are PyTorch's error."""
+    if x.dtype == torch.bool:
+        raise NotImplementedError(f'"{name}_vml_cpu" not implemented for \'Bool\'')
+    from .views import share
+    return share(x)
+
+
+@lowering(aten.floor.default, ttnn=["floor"], needs=TILE, notes="integer tensors: themselves, as PyTorch")
+def floor(x):
+    if not x.dtype.is_floating_point:
+        return _integer_identity(x, "floor")
+    return api.run("floor", x)
+
+
+@lowering(aten.ceil.default, ttnn=["ceil"], needs=TILE, notes="integer tensors: themselves, as PyTorch")
+def ceil(x):
+    if not x.dtype.is_floating_point:
+        return _integer_identity(x, "ceil")
+    return api.run("ceil", x)
+
+
+@lowering(aten.round.default, aten.round.decimals, ttnn=["round"], needs=TILE,
+          notes="halves to even, as PyTorch; decimals rounds x * 10**decimals; integer tensors: themselves "
+                "(decimals=0)")
+def round(x, *, decimals=0):
+    if not x.dtype.is_floating_point:
+        if decimals:
+            raise NotImplementedError(f"\"round_cpu\" not implemented for '{str(x.dtype).split('.')[-1].title()}'")
+        return _integer_identity(x, "round")
+    return api.run("round", x, decimals=decimals) if decimals else api.run("round", x)
+
+
+def _integer_power(base, exponent, dtype: torch.dtype, run):
+    """An integer power computed in float32 and rounded back: exact while the results fit float32's 24-bit
+    mantissa; a negative exponent (PyTorch: 0 or +-1 by integer rules) is refused unless known not to occur."""
+    if not (exponent.bounds is not None and exponent.bounds[0] >= 0):
+        raise Unfit("integer powers with an exponent tensor not known to be non-negative")
+    b = (base, base, True) if not is_handle(base) else base.bounds
+    if b is None or builtins.max(abs(b[0]), abs(b[1])) ** exponent.bounds[1] >= 2 ** 24:
+        raise Unfit("integer powers that may reach 2**24 (computed in float32)")
+    out = run(policy.to_float32(base) if is_handle(base) else float(base), policy.to_float32(exponent))
+    return cast(api.run("round", out), dtype)
+
+
+@lowering(aten.pow.Scalar, ttnn=["rpow", "typecast", "round"], needs={"exponent": TILE},
+          notes="base ** x as ttnn.rpow (a positive base; a negative or zero base runs on the CPU fallback)")
+def pow_scalar(base, exponent):
+    dtype = torch.result_type(base, torch.empty((1,), dtype=exponent.dtype))
+    if isinstance(base, bool) or not base > 0:
+        raise Unfit("a base <= 0 (ttnn.rpow computes through the base's logarithm)")
+    if not dtype.is_floating_point:
+        return _integer_power(base, exponent, dtype, lambda b, e: api.run("rpow", e, b, out_dtype=torch.float32))
+    e = exponent if exponent.dtype.is_floating_point else policy.ensure(exponent, TILE_FLOAT)
+    return api.run("rpow", e, float(base), out_dtype=dtype)
+
+
+@lowering(aten.pow.Tensor_Tensor, ttnn=["pow", "typecast", "round"], needs=PROMOTE,
+          notes="ttnn.pow of two tensors, broadcast; integer powers in float32 when the operands' known ranges "
+                "keep them below 2**24 (else the CPU fallback)")
+def pow_tensor(x, exponent):
+    check_broadcast(x.shape, exponent.shape)
+    dtype = result_dtype(x, exponent)
+    if not dtype.is_floating_point:
+        return _integer_power(x, exponent, dtype,
+                              lambda b, e: api.run("pow", b, e, out_dtype=torch.float32))
+    x, exponent = (policy.ensure(t, TILE_FLOAT) for t in (x, exponent))
+    if x.tt_dtype != exponent.tt_dtype:
+        x, exponent = policy.to_float32(x), policy.to_float32(exponent)
+    return policy.stored(policy.retag(api.run("pow", x, exponent, out_dtype=dtype), dtype))

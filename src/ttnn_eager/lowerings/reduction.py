@@ -72,6 +72,14 @@ def all(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=True)
 
 
+@lowering(aten._is_all_true.default, ttnn=["ne", "min"], needs=TILE,
+          notes="torch._check_tensor_all's test: all() of a bool tensor")
+def is_all_true(x):
+    if x.dtype != torch.bool:
+        raise RuntimeError(f"Expected only a boolean tensor, got {x.dtype}")
+    return _all_or_any(x, None, False, want_all=True)
+
+
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
 def any(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=False)
@@ -196,3 +204,59 @@ def bincount(x, weights=None, minlength=0):
     weight = None if weights is None else _column(weights)
     return _result(_count_bins(_column(x), bins, weight), torch.int64 if weights is None else weights.dtype)
 
+
+
+# ----------------------------------------------------------------------------------------------- statistics
+# logsumexp, var and std in float32 on the device (a bfloat16 x - mean would lose the spread of values far
+# from zero), back to the storage policy's dtype at the end.
+def _dropped(x, dims) -> list:
+    return [] if dims is None else [s for i, s in enumerate(x.shape) if i not in dims]
+
+
+def _float32(x, dtype: torch.dtype) -> api.Handle:
+    """x's values in float32 on the device, tagged as torch dtype `dtype` (policy.stored brings a result
+    back to that dtype's storage)."""
+    h = policy.to_float32(x)
+    return api.Handle(h.tt, h.shadow, dtype, h.shape, h.index)
+
+
+@lowering(aten.logsumexp.default, ttnn=["typecast", "max", "isinf", "where", "subtract", "exp", "sum", "log", "add"],
+          needs=TILE, notes="m + log(sum(exp(x - m))) with m the max (0 where infinite, as PyTorch), in float32; "
+                            "integer inputs give float32")
+def logsumexp(x, d, keepdim=False):
+    dtype = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
+    dims = _dims(x, d)
+    f = _float32(x, dtype)
+    if not x.shape:  # log(exp(x))
+        return policy.stored(f)
+    m = _reduce("max", f, dims, True)
+    m = api.run("where", api.run("isinf", m), 0.0, m)
+    total = _reduce("sum", api.run("exp", api.run("subtract", f, m)), dims, True)
+    out = api.run("add", api.run("log", total), m)
+    return policy.stored(out if keepdim else reshape(out, _dropped(x, dims)))
+
+
+def _variance(x, d, correction, keepdim, what: str):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    dims = _dims(x, d)
+    n = math.prod(x.shape) if dims is None or not x.shape else math.prod(x.shape[i] for i in dims)
+    divisor = n - (1 if correction is None else float(correction))
+    if divisor <= 0:
+        raise Unfit(f"{what} of {n} elements with correction {correction} (a division by {divisor})")
+    f = _float32(x, x.dtype)
+    centered = api.run("subtract", f, _reduce("mean", f, dims, True))
+    out = api.run("multiply", _reduce("sum", api.run("multiply", centered, centered), dims, keepdim), 1.0 / divisor)
+    return out
+
+
+@lowering(aten.var.correction, ttnn=["typecast", "mean", "subtract", "multiply", "sum"], needs=TILE,
+          notes="sum((x - mean)**2) / (n - correction) in float32; n <= correction runs on the CPU fallback")
+def var(x, d=None, *, correction=None, keepdim=False):
+    return policy.stored(_variance(x, d, correction, keepdim, "var"))
+
+
+@lowering(aten.std.correction, ttnn=["typecast", "mean", "subtract", "multiply", "sum", "sqrt"], needs=TILE,
+          notes="the square root of var.correction's result")
+def std(x, d=None, *, correction=None, keepdim=False):
+    return policy.stored(api.run("sqrt", _variance(x, d, correction, keepdim, "std")))

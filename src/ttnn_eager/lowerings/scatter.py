@@ -27,7 +27,7 @@ from ..core.layout import ANY, TILE
 from ..core.registry import Unfit, device_mismatch, lowering
 from ..device import api
 from ._common import dim, is_handle, known_inside, known_outside
-from .indexing import device_indices, flat_rows
+from .indexing import device_indices, flat_rows, gather_handle
 from .views import expand, permute_handle, reshape, scatter_along, slice_handle
 
 aten = torch.ops.aten
@@ -121,11 +121,15 @@ def _spread(x: api.Handle, full_mask: api.Handle, source: api.Handle) -> api.Han
     """The source's elements laid out at the set positions of full_mask (x's shape), in order: the running
     count of the mask (int32 cumsum, exact) picks each position's source element."""
     numel = x.shape.numel()
+    if not source.shape.numel():
+        # The callers checked the mask selects no more than the source holds: nothing. (An empty source is
+        # never relaid out -- ROW_MAJOR -- and ttnn.gather TT_FATALs on an index of another layout.)
+        return x
     flat_mask = reshape(policy.ensure(full_mask, TILE), (1, numel))
     running = api.run("cumsum", policy.retag(flat_mask, torch.int32), 1, out_dtype=torch.int32)
     pick = api.run("clamp", api.run("subtract", running, 1), min=0, max=max(source.shape.numel() - 1, 0))
     flat_source = reshape(policy.ensure(source, TILE), (1, source.shape.numel()))
-    picked = api.run("gather", flat_source, 1, index=policy.ensure(pick, policy.INDEX), out_dtype=source.dtype)
+    picked = gather_handle(flat_source, 1, pick)
     return reshape(picked, x.shape)
 
 
@@ -311,9 +315,20 @@ def scatter_add(x, d, index, src):
     return _scatter("scatter_add", x, d, index, src)
 
 
-@lowering(aten.scatter_reduce.two, ttnn=["scatter_add"], needs=ANY,
-          notes="reduce='sum' with include_self=True (ttnn's scatter has no other reduction); else the fallback")
+@lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide"], needs=ANY,
+          notes="reduce='sum' (ttnn.scatter_add; include_self=False: the written positions zeroed first by "
+                "ttnn.scatter) and 'mean' of floating tensors (the sum over the count, a scatter_add of ones); "
+                "amax/amin/prod run on the CPU fallback")
 def scatter_reduce(x, d, index, src, reduce, *, include_self=True):
-    if reduce != "sum" or not include_self:
-        raise Unfit(f"scatter_reduce reduce={reduce!r} include_self={include_self}")
-    return _scatter("scatter_add", x, d, index, src)
+    if reduce not in ("sum", "mean") or reduce == "mean" and not x.dtype.is_floating_point:
+        raise Unfit(f"scatter_reduce reduce={reduce!r} of {x.dtype} (ttnn's scatter adds or writes)")
+    from .factory import full_handle
+    base = x if include_self else _scatter("scatter", x, d, index, 0)
+    total = _scatter("scatter_add", base, d, index, src)
+    if reduce == "sum":
+        return total
+    ones = full_handle(x.shape, 1.0, x.dtype, x.index)
+    count = _scatter("scatter_add", ones if include_self else _scatter("scatter", ones, d, index, 0), d, index, 1.0)
+    if not include_self:  # positions nothing is written to keep x (count 0 there: divide by 1)
+        count = api.run("where", api.run("eq", count, 0.0), 1.0, count)
+    return api.run("divide", policy.ensure(total, TILE), policy.ensure(count, TILE), out_dtype=x.dtype)

@@ -33,6 +33,9 @@ from .views import reshape, same_values
 aten = torch.ops.aten
 
 
+EXACT_FLOAT32 = 2 ** 24  # integers up to this magnitude are exact in float32
+
+
 def _floating(x, what: str):
     if not x.dtype.is_floating_point:
         raise Unfit(f"{what} of a {x.dtype} tensor (ttnn takes bfloat16/float32)")
@@ -46,8 +49,18 @@ def _indices(h: api.Handle, size: int) -> api.Handle:
     return out
 
 
+def _keys(x, what: str) -> api.Handle:
+    """x as keys ttnn's argmax takes: floating as it is, bools as their bfloat16 0/1, integers of known range
+    (below 2**24: token ids, positions, masks) as exact float32 values; other integers are Unfit."""
+    if x.dtype.is_floating_point or x.dtype == torch.bool:
+        return x
+    if not known_inside(x.bounds, -EXACT_FLOAT32, EXACT_FLOAT32 + 1):
+        raise Unfit(f"{what} of {x.dtype} values of unknown range (compared as float32: exact below 2**24)")
+    return policy.to_float32(x)
+
+
 def argmax_handle(x, d=None, keepdim=False) -> api.Handle:
-    _floating(x, "argmax")
+    x = _keys(x, "argmax")
     n = len(x.shape)
     if d is None:
         shape, size = ([1] * n if keepdim else []), x.shape.numel()
@@ -68,7 +81,8 @@ def argmax_handle(x, d=None, keepdim=False) -> api.Handle:
     return reshape(_indices(out, size), shape)
 
 
-@lowering(aten.argmax.default, ttnn=["argmax"], needs=TILE, notes="floating inputs; ties give the first index")
+@lowering(aten.argmax.default, ttnn=["argmax", "typecast"], needs=TILE,
+          notes="ties give the first index; integers of known range (below 2**24, e.g. token ids) as float32 keys")
 def argmax(x, d=None, keepdim=False):
     return argmax_handle(x, d, keepdim)
 
@@ -119,9 +133,6 @@ def topk(x, k, d=-1, largest=True, sorted=True):
         raise Unfit("0-d input or k == 0")
     values, idx = api.run("topk", x, k, dim=d, largest=largest, sorted=sorted)
     return values, _indices(idx, size)
-
-
-EXACT_FLOAT32 = 2 ** 24  # integers up to this magnitude are exact in float32
 
 
 def _sort(x, d, descending, stable):

@@ -1,0 +1,162 @@
+"""Issue 23 item 9: the single ops transformer families fell back on (acos, erfinv, floor, round, powers with a
+tensor exponent, clamp with tensor bounds, logsumexp, var/std, flip, nonzero, repeat_interleave, advanced
+indexing after ':' and of integer tables, argmax of integers), each against PyTorch on the CPU: CASES (read by
+tests/test_ops.py's guard), hypothesis properties (@covers), and the patterns the models use."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ttnn_eager
+
+from conftest import covers
+from hypothesis import settings
+
+from test_fuzz import FUZZ, check, shapes, values
+
+FEW = settings(FUZZ, max_examples=6)
+from test_ops import bf, ints, mask
+
+DEV = "ttnn:0"
+aten = torch.ops.aten
+
+CASES = {
+    "acos_erfinv": (lambda a: torch.stack([torch.acos(a * 0.9), torch.erfinv(a * 0.9)]), [(bf(3, 33).tanh(),)]),
+    "floor_round": (lambda a: torch.stack([torch.floor(a * 4), torch.round(a * 4), torch.round(a, decimals=1)]),
+                    [(bf(3, 33),), (bf(2, 5),)]),
+    "floor_round_int": (lambda i: torch.stack([torch.floor(i), torch.round(i), torch.ceil(i)]), [(ints(3, 7, lo=-9),)]),
+    "ceil": (lambda a: torch.ceil(a * 4), [(bf(3, 33),)]),
+    "is_all_true": (lambda m: torch.stack([aten._is_all_true(m), aten._is_all_true(m | True)]), [(mask(3, 33),)]),
+    "pow_scalar_base": (lambda a: 10000.0 ** (a.abs() / 4), [(bf(2, 33),)]),  # rotary tables' inverse frequencies
+    "pow_tensors": (lambda a, b: torch.pow(a.abs() + 0.5, b), [(bf(3, 33), bf(3, 33, seed=1)), (bf(5, 1), bf(7))]),
+    "pow_int": (lambda i, j: torch.stack([torch.pow(i, j), 2 ** j]), [(ints(3, 5, lo=-4, hi=5), ints(3, 5, hi=6, seed=1))]),
+    "clamp_tensor": (lambda a, lo, hi: torch.stack([torch.clamp(a, lo, hi), torch.clamp(a, min=lo), torch.clamp(a, max=hi)]),
+                     [(bf(3, 33), -bf(3, 33, seed=1).abs(), bf(33, seed=2).abs())]),
+    "logsumexp": (lambda a: torch.cat([torch.logsumexp(a * 8, -1), torch.logsumexp(a, (0, 1)).reshape(1)]),
+                  [(bf(4, 33),), (bf(2, 1000),)]),
+    "var_std": (lambda a: torch.cat([torch.var(a + 50, -1), torch.std(a, 0), torch.var(a, correction=0).reshape(1),
+                                     torch.std(a, -1, keepdim=True).flatten()]), [(bf(4, 33),), (bf(7, 3),)]),
+    "flip": (lambda a, i, m: (torch.flip(a, (0, -1)), torch.flip(i, (1,)), torch.flip(m, (0,))),
+             [(bf(3, 5, 7), ints(4, 6, lo=-9), mask(5, 2))]),
+    "nonzero": (lambda m, a: (torch.nonzero(m), torch.argwhere(a)), [(mask(3, 33), ints(4, 5, hi=2).float())]),
+    "repeat_interleave": (lambda r, a: (torch.repeat_interleave(r), torch.repeat_interleave(a, r, dim=0)),
+                          [(torch.tensor([2, 0, 3, 1]), bf(4, 33))]),
+    "index_after_colon": (lambda a: (a[..., [-2], :], a[:, torch.tensor([[0, 2], [1, -1]])],
+                                     a[:, torch.tensor([0, 2]), torch.tensor([1, 0])]), [(bf(2, 3, 6, 16),)]),
+    "index_int_table": (lambda t: (t[torch.arange(2).view(2, 1, 1), torch.arange(5).view(1, 5, 1)],
+                                   t[torch.tensor([1, 0, 1])]), [(ints(2, 5, lo=-70000, hi=70000),)]),
+    "scatter_reduce": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, r, include_self=inc) for r in ("sum", "mean")
+                                             for inc in (True, False)),
+                       [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1))]),
+    "index_mask": (lambda a, m, c, i: (a[m], a[:, c], i[m]),  # (VITS' spline: outputs[mask] = inputs[mask])
+                   [(bf(2, 3, 24), mask(2, 3, 24), mask(3, seed=1), ints(2, 3, 24, hi=9))]),
+    "argmax_int": (lambda i, m: (i.argmax(-1), m.int().argmax(-1)), [(ints(3, 40, hi=1000), mask(3, 40))]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_the_cpu(name):
+    fn, sets = CASES[name]
+    for inputs in sets:
+        ttnn_eager.reset_stats()
+        check(fn, *inputs, atol=0.03)  # (strict: a fallback fails)
+
+
+@covers(aten.acos.default, aten.erfinv.default, aten.floor.default, aten.ceil.default, aten._is_all_true.default,
+        aten.round.default, aten.round.decimals,
+        aten.pow.Scalar, aten.pow.Tensor_Tensor, aten.clamp.Tensor)
+@FEW
+@given(shape=shapes(), data=st.data())
+def test_elementwise_math(shape, data):
+    x, y = values(shape, data.draw), values(shape, data.draw)
+    check(lambda a, b: torch.stack([torch.acos(a.tanh()), torch.erfinv(a.tanh() * 0.9), torch.floor(a),
+                                    torch.ceil(a), aten._is_all_true(a > -9).float().expand(a.shape),
+                                    torch.round(a * 2), torch.round(a, decimals=1), 2.0 ** a,
+                                    torch.pow(a.abs() + 0.5, b), torch.clamp(a, -b.abs(), b.abs())]), x, y)
+
+
+@covers(aten.logsumexp.default, aten.var.correction, aten.std.correction, aten.flip.default, aten.argmax.default)
+@FEW
+@given(shape=shapes(), keepdim=st.booleans(), data=st.data())
+def test_reductions_and_flips(shape, keepdim, data):
+    x, i = values(shape, data.draw), values(shape, data.draw, "int")
+    d = data.draw(st.integers(0, len(shape) - 1))
+    check(lambda a: (torch.logsumexp(a, d, keepdim=keepdim), torch.flip(a, (d,))), x)
+    check(lambda t: (torch.flip(t, (d,)), t.argmax(d, keepdim=keepdim)), i)
+    if shape[d] > 1:
+        check(lambda a: (torch.var(a, d, keepdim=keepdim), torch.std(a, d, correction=0)), x, atol=0.05)
+
+
+@covers(aten.nonzero.default, aten.repeat_interleave.Tensor, aten.index.Tensor)
+@FEW
+@given(shape=shapes(max_dims=2), data=st.data())
+def test_value_dependent_shapes_and_indexing(shape, data):
+    m, r, t = values(shape, data.draw, "bool"), values(shape[:1], data.draw, "nonneg") % 4, values(shape, data.draw, "int")
+    check(torch.nonzero, m)
+    check(torch.repeat_interleave, r)
+    idx = torch.tensor([shape[-1] - 1, 0])
+    check(lambda a: (a[..., idx], a[idx.clamp(max=shape[0] - 1)]), t)
+
+
+def test_falcons_split_of_fused_qkv_and_gits_block_ids_run_on_the_device():
+    """The two patterns of index.Tensor that fell back (issue 23): Falcon's fused_qkv[..., [-2], :] and GIT's
+    masking_utils block_sequence_ids[batch_idx, q_idx] (an int64 table, exact)."""
+    qkv = bf(2, 24, 6, 16)
+    ids = torch.randint(-2**30, 2**30, (2, 24))
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        a = qkv.to(DEV)[..., [-2], :]
+        b = ids.to(DEV)[torch.arange(2).view(2, 1, 1, 1).to(DEV), torch.arange(24).view(1, 1, 24, 1).to(DEV)]
+    assert torch.equal(a.cpu(), qkv[..., [-2], :])
+    assert torch.equal(b.cpu(), ids[torch.arange(2).view(2, 1, 1, 1), torch.arange(24).view(1, 1, 24, 1)])
+    assert "gather" in rec.ttnn and "embedding" in rec.ttnn
+
+
+def test_value_dependent_shapes_read_the_device_once_and_graph_capture_refuses_them():
+    m = (torch.arange(64).reshape(2, 32) % 3 == 0).to(DEV)
+    ttnn_eager.reset_stats()
+    assert torch.equal(torch.nonzero(m).cpu(), torch.nonzero(m.cpu()))
+    assert ttnn_eager.stats()["device_to_host"] == 3  # nonzero's read of the mask, then the test's two .cpu()
+    r = torch.tensor([1, 2]).to(DEV)
+    for region in (lambda: torch.nonzero(m), lambda: torch.repeat_interleave(r + 1), lambda: r[m[0, :2]]):
+        g = torch.ttnn.TTNNGraph()
+        with pytest.raises(RuntimeError, match="device-to-host read"):
+            with torch.ttnn.graph(g):
+                region()
+
+
+def test_refused_arguments_fall_back_counted():
+    """What the lowerings refuse runs on the CPU fallback (counted), with PyTorch's values."""
+    i = torch.tensor([3, 1, 2])
+    for fn, x in ((lambda t: (-2.0) ** t, i.float()), (lambda t: torch.var(t, 0), torch.ones(1)),
+                  (lambda t: t.argmax(), i.to(DEV) * 70000 - 5)):
+        ttnn_eager.reset_stats()
+        ref = fn(x.cpu())
+        out = fn(x.to(DEV))
+        assert ttnn_eager.stats()["fallbacks"] == 1
+        assert torch.allclose(out.cpu(), ref, equal_nan=True)
+
+
+def test_an_l1_circular_buffer_clash_is_a_refusal_that_falls_back(monkeypatch):
+    """lara_mini's causal depthwise conv1d: ttnn's program build raises "Statically allocated circular buffers
+    ... clash with L1 buffers": a CoreMemoryError (not retried: no cache holds the op's own L1), which the
+    dispatcher turns into the counted CPU fallback, with PyTorch's values."""
+    from ttnn_eager.device import api
+    real = api._resolve
+
+    def resolve(op):
+        if op != "gelu":
+            return real(op)
+
+        def clash(*args, **kwargs):
+            raise RuntimeError("TT_THROW @ program.cpp:2624: tt::exception\ninfo:\nStatically allocated circular "
+                               "buffers in program 120 clash with L1 buffers on core range [0-0 - 1-0]. L1 buffer "
+                               "allocated at 892928 and static circular buffer region ends at 1170784")
+        return clash
+    monkeypatch.setattr(api, "_resolve", resolve)
+    x = bf(3, 33)
+    ttnn_eager.reset_stats()
+    out = torch.nn.functional.gelu(x.to(DEV))
+    assert ttnn_eager.stats()["fallbacks"] == 1
+    assert torch.allclose(out.cpu(), torch.nn.functional.gelu(x), atol=0.01)  # (stored as bfloat16)
+    with ttnn_eager.strict(), pytest.raises(RuntimeError, match="clash with L1 buffers"):
+        torch.nn.functional.gelu(x.to(DEV))
