@@ -28,23 +28,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _env(device: str) -> dict:
+    env = dict(os.environ, TTNN_EAGER_DEVICE=device, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
+    return env
+
+
+def _results(out: str, returncode: int, stderr: str) -> list:
+    results = []
+    for rank in (0, 1):
+        assert os.path.exists(f"{out}.{rank}"), f"rank {rank} wrote no results (exit {returncode}):\n" \
+                                                f"{stderr[-4000:]}"
+        with open(f"{out}.{rank}") as f:
+            results.append(json.load(f))
+    assert returncode == 0, stderr[-4000:]
+    return results
+
+
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("dist") / "result.json")
-    env = dict(os.environ, TTNN_EAGER_DEVICE="mock-n300", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
            "--master-port", str(_free_port()), os.path.join(HERE, "distributed_ranks.py"), "all", out]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    results = []
-    for rank in (0, 1):
-        assert os.path.exists(f"{out}.{rank}"), f"rank {rank} wrote no results (exit {r.returncode}):\n" \
-                                                f"{r.stderr[-4000:]}"
-        with open(f"{out}.{rank}") as f:
-            results.append(json.load(f))
-    assert r.returncode == 0, r.stderr[-4000:]
-    return results
+    r = subprocess.run(cmd, env=_env("mock-n300"), capture_output=True, text=True, timeout=400)
+    return _results(out, r.returncode, r.stderr)
 
 
 def test_torchrun_ranks_each_see_their_chip_as_ttnn0(ranks):
@@ -137,7 +145,42 @@ def test_ddp_bert_matches_one_process_on_the_whole_batch(ranks):
     # step 0: the mean of the half-batch losses is the whole batch's loss (bfloat16 logits)
     assert abs((r0["ddp"]["losses"][0] + r1["ddp"]["losses"][0]) / 2 - r0["single_losses"][0]) < 0.02
     assert r0["ddp"]["collectives"]["all_reduce"] == 3  # one gradient bucket per step
-    assert r0["ddp"]["d2h_bytes"] > 0 and r0["ddp"]["h2d_bytes"] > 0
+    # PCIe bytes: rank 1 reads only the gradient bucket (1-D, bfloat16 storage), which moves ROW_MAJOR: its
+    # payload, not a TILE buffer padded to 32 rows (32x); rank 0 reads the buffers DDP broadcasts besides
+    bucket = r1["ddp"]["grad_elements"] * 2
+    assert r1["ddp"]["d2h_bytes"] == 3 * bucket
+    assert 3 * bucket <= r0["ddp"]["d2h_bytes"] < 3 * bucket + 3 * 3 * 4096  # + 3 steps' int buffers, TILE
+    assert 3 * bucket <= r1["ddp"]["h2d_bytes"] < 3 * bucket + 3 * 3 * 4096
+
+
+def test_two_hosts_on_the_loopback_interface(tmp_path):
+    """Two torchrun launches, --nnodes 2 --node-rank 0/1, one process each, meeting through a c10d rendezvous
+    at 127.0.0.1 (each "host" a mock n150): collectives exact against gloo and a DDP step equal to one process
+    on the whole batch -- nothing assumes one machine."""
+    out = str(tmp_path / "hosts.json")
+    port = _free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+         "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+         "--rdzv-conf", f"is_host={int(node == 0)}", "--local-addr", "127.0.0.1",
+         os.path.join(HERE, "distributed_ranks.py"), "hosts", out],
+        env=_env("mock-wormhole"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for node in (0, 1)]
+    done = [p.communicate(timeout=300) for p in procs]
+    results = _results(out, max(p.returncode for p in procs), done[0][1] + done[1][1])
+    assert sorted(r["hosts"]["GROUP_RANK"] for r in results) == [0, 1]  # two nodes
+    for r in results:
+        assert r["errors"] == {}, r["errors"]
+        h = r["hosts"]
+        assert (h["WORLD_SIZE"], h["LOCAL_WORLD_SIZE"], h["LOCAL_RANK"], h["device_count"]) == (2, 1, 0, 1)
+        assert len(r["checks"]) == 5 and all(r["checks"].values())  # (all_gather has two outputs)
+        # PCIe bytes: 2 steps' all_reduce of the 1-D float32 gradient bucket, unpadded (a TILE buffer would be
+        # 32x), and on the first step DDP's broadcast of its rebuilt bucket indices from rank 0 (two small
+        # int tensors, one 4 KiB tile each): read by rank 0, written by rank 1
+        d, bucket = h["ddp"], h["ddp"]["grad_elements"] * 4
+        assert (d["d2h_bytes"], d["h2d_bytes"]) == ((2 * bucket + 8192, 2 * bucket) if h["RANK"] == 0 else
+                                                    (2 * bucket, 2 * bucket + 8192)), d
+    d0 = results[0]["hosts"]["ddp"]
+    assert d0["max_update"] > 0.01 and d0["max_diff"] < 1e-5, d0
 
 
 # ----------------------------------------------------------------------------------------------- one process
