@@ -305,6 +305,23 @@ def hosts():
     results["hosts"]["ddp"] = res
 
 
+def hang():
+    """Rank 1 hangs (does not enter a collective) in a ttnn group made with a 2 s timeout: rank 0's collective
+    must raise after about the timeout, not wait forever. Rank 1 then meets rank 0 again on the gloo group."""
+    short = dist.new_group(backend="ttnn", timeout=datetime.timedelta(seconds=2))
+    x = torch.ones(4, 4).to(DEV)
+    if RANK == 0:
+        t = time.time()
+        try:
+            dist.all_reduce(x, group=short)
+            results["hang"] = {"error": None}
+        except RuntimeError as e:
+            results["hang"] = {"error": str(e)[:400], "seconds": round(time.time() - t, 2)}
+    else:
+        results["hang"] = {"hung": True}
+    dist.barrier(group=GLOO)  # rank 1 "hangs" here until rank 0 has raised
+
+
 def funcol():
     """The functional collectives (what DTensor, tensor parallelism and traced graphs call) on ttnn tensors,
     exact against the same calls on CPU tensors with gloo; in strict mode (no op may fall back to the CPU)."""
@@ -519,6 +536,7 @@ try:
         results["funcol_s"] = round(time.time() - t, 1)
     if MODE == "hosts":
         hosts()
+        hang()
     if MODE in ("all", "ddp"):
         ttnn_eager.configure(float32_storage="bfloat16")  # the default: DDP within bfloat16 tolerance
         ddp()
@@ -534,7 +552,7 @@ except Exception:  # noqa: BLE001  (reported to the test, which fails with it)
     results["errors"]["exception"] = traceback.format_exc()
     print(traceback.format_exc(), file=sys.stderr)
 _write()
-if "fault" not in results:  # after the fault the group is broken
+if "fault" not in results and "hang" not in results:  # after the fault (and the hang) a group is broken
     dist.destroy_process_group()
 sys.stdout.flush()
 sys.stderr.flush()

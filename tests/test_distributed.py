@@ -156,7 +156,8 @@ def test_ddp_bert_matches_one_process_on_the_whole_batch(ranks):
 def test_two_hosts_on_the_loopback_interface(tmp_path):
     """Two torchrun launches, --nnodes 2 --node-rank 0/1, one process each, meeting through a c10d rendezvous
     at 127.0.0.1 (each "host" a mock n150): collectives exact against gloo and a DDP step equal to one process
-    on the whole batch -- nothing assumes one machine."""
+    on the whole batch -- nothing assumes one machine. Then a rank that hangs: the other raises after the
+    group's timeout."""
     out = str(tmp_path / "hosts.json")
     port = _free_port()
     procs = [subprocess.Popen(
@@ -181,6 +182,11 @@ def test_two_hosts_on_the_loopback_interface(tmp_path):
                                                     (2 * bucket, 2 * bucket + 8192)), d
     d0 = results[0]["hosts"]["ddp"]
     assert d0["max_update"] > 0.01 and d0["max_diff"] < 1e-5, d0
+    # and a rank that hangs: rank 1 never enters an all_reduce of a group with a 2 s timeout; rank 0 raises
+    hung = {r["rank"]: r["hang"] for r in results}
+    assert hung[1] == {"hung": True}
+    assert hung[0]["error"] and "timed out" in hung[0]["error"].lower(), hung[0]
+    assert 1.5 < hung[0]["seconds"] < 15, hung[0]
 
 
 # ----------------------------------------------------------------------------------------------- one process
