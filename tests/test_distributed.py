@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 import ttnn_eager
+from conftest import run_python
 from ttnn_eager.device import runtime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -194,6 +195,30 @@ def test_backend_registered_for_the_ttnn_device():
     assert "ttnn" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["ttnn"] == "ttnn"
     assert dist.Backend.backend_capability["ttnn"] == ["ttnn"]
+
+
+def test_the_backend_entry_point_registers_it_without_autoload():
+    """pyproject declares the torch.distributed.backends entry point "ttnn"; c10d loads it by name when the
+    backend is not registered (PyTorch's device-backend autoload off). Read from pyproject, not the installed
+    metadata, which changes only when the package is reinstalled."""
+    code = f"""
+import importlib.metadata as md, tomllib
+import torch.distributed as dist
+assert "ttnn" not in dist.Backend.backend_list  # autoload off: nothing registered it
+with open({os.path.join(HERE, '..', 'pyproject.toml')!r}, "rb") as f:
+    eps = tomllib.load(f)["project"]["entry-points"]["torch.distributed.backends"]
+group = "torch.distributed.backends"
+declared = [md.EntryPoint(name, value, group) for name, value in eps.items()]
+real = md.entry_points
+md.entry_points = lambda **kw: declared if kw.get("group") == group else real(**kw)
+dist.Backend._ensure_backend_registered("ttnn")
+print(dist.Backend.default_device_backend_map.get("ttnn"), dist.Backend.backend_capability.get("ttnn"))
+"""
+    r = run_python(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+                              "PYTHONPATH": os.pathsep.join([os.path.join(HERE, "..", "src"),
+                                                             os.environ.get("PYTHONPATH", "")])})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[-2] == "ttnn ['ttnn']"
 
 
 @pytest.mark.parametrize("how", ["none", "device_id", "name", "mixed"])
