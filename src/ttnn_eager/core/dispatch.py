@@ -757,10 +757,11 @@ def _device_index(args, kwargs) -> int:
 # ----------------------------------------------------------------------------------------------- C++-made aliases
 def _strided(base: api.Handle, dtype, size, stride, offset) -> api.Handle:
     """An alias PyTorch made in C++ (as_strided, .view(dtype), a geometry the dispatcher never saw), derived
-    on the host from its storage's base: a counted fallback, re-derived when the base changes (refresh)."""
+    on the host from its storage's base: a counted fallback, re-derived when the base changes (refresh). The
+    base moves in its transfer layout (a flat buffer such as DDP's gradient bucket: unpadded)."""
     counters.counts["fallbacks"] += 1
     counters.fallback_by_op[_AS_STRIDED] += 1
-    host = api.download(base).contiguous().reshape(-1)
+    host = layout.download(base).contiguous().reshape(-1)
     if host.dtype is not dtype:
         host = host.view(dtype)
     return layout.to_device(host.as_strided(size, stride, offset).contiguous(), base.index)
@@ -769,10 +770,10 @@ def _strided(base: api.Handle, dtype, size, stride, offset) -> api.Handle:
 def _strided_inverse(base: api.Handle, value: api.Handle, dtype, size, stride, offset, pos=None) -> api.Handle:
     counters.counts["fallbacks"] += 1
     counters.fallback_by_op[_AS_STRIDED] += 1
-    host = api.download(base).contiguous().clone()
+    host = layout.download(base).contiguous().clone()
     flat = host.reshape(-1)
     (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset).copy_(
-        api.download(value))
+        layout.download(value))
     return layout.to_device(host, base.index)
 
 
