@@ -289,3 +289,20 @@ def test_flat_tensors_cross_pcie_unpadded(restore_config):
     for shape in [(64, 64), (1000,), (4, 4)]:
         h = tensor.handle_of(torch.ones(shape).to("ttnn:0"))
         assert layout.transfer_bytes(h) == api.device_bytes(h)
+
+
+def test_runs_of_a_flat_buffer_are_sliced_on_the_device(restore_config):
+    """Views that are contiguous runs of a flat buffer, made in C++ by as_strided (DDP's views into its gradient
+    bucket), are read and written on the device (core/dispatch.py _run): exact, and no CPU fallback."""
+    ttnn_eager.configure(float32_storage="float32")
+    cpu = torch.randn(4000)
+    dev = cpu.to("ttnn:0")
+    ttnn_eager.reset_stats()
+    for size, offset in [((30, 40), 100), ((7,), 3001), ((3, 1, 5), 0)]:
+        stride = torch.empty(size).stride()
+        assert torch.equal(dev.as_strided(size, stride, offset).cpu(), cpu.as_strided(size, stride, offset))
+        g = torch.randn(size)
+        dev.as_strided(size, stride, offset).copy_(g.to("ttnn:0"))  # a write through the run: into the buffer
+        cpu.as_strided(size, stride, offset).copy_(g)
+        assert torch.equal(dev.cpu(), cpu)
+    assert ttnn_eager.stats()["fallbacks"] == 0
