@@ -1,23 +1,28 @@
 """torch.distributed on ttnn: all_reduce latency and bus bandwidth, and a DDP step split compute vs communication.
 
-    python benchmarks/distributed.py [--ranks 2] [--max-mib 16] [--iters 5] [--json PATH]
+    python benchmarks/distributed.py [--ranks 2|8] [--max-mib N] [--iters N] [--flat] [--json PATH]
 
-(--max-mib 256 reaches the issue's 256 MiB; on the mock a 16 MiB all_reduce already takes ~3 s, and a
-256 MiB run was killed for memory on the shared 23 GB box: the default stops at 16 MiB.)
+Launches itself under torchrun (`--nproc-per-node RANKS`) on a mock system -- 2 ranks: the mock n300
+(TTNN_EAGER_DEVICE=mock-n300), 8 ranks: the mock T3000 (mock-t3000, four n300 cards) -- each rank seeing its
+chip as ttnn:0, and prints a table. Definitions are nccl-tests' (doc/PERFORMANCE.md): for a message of S
+bytes taking t, algbw = S / t and busbw = algbw x 2(n-1)/n for all_reduce; t is the slowest rank's mean over
+`--iters` calls after one warm-up. Messages are float32 tensors stored as float32 on the device, shaped
+(32, S/128) so that the TILE buffer is S bytes with no padding (`--flat`: 1-D tensors of S/4 elements, as
+DDP's gradient buckets are; their TILE buffer is 32 S, and since layout.transfer_layout they cross PCIe
+ROW_MAJOR, S bytes). The bytes each rank moved per call (the ttnn group's collective_d2h/h2d counters) are
+printed beside the time. Each all_reduce goes through the ttnn group's host path (features/distributed):
+device -> host, PyTorch's gloo over loopback TCP, host -> device. On the mock device the transfers are host
+memcpys, so the figures measure the host path's own cost (staging, the agreement check, gloo, ttnn's host
+conversions), not PCIe: on a card add PCIe time for 2 S per rank.
 
-Launches itself under torchrun (`--nproc-per-node RANKS`, TTNN_EAGER_DEVICE=mock-n300: each rank sees its
-chip as ttnn:0) and prints a table. Definitions are nccl-tests' (doc/PERFORMANCE.md): for a message of S
-bytes taking t, algbw = S / t and busbw = algbw x 2(n-1)/n for all_reduce; t is the slowest rank's mean
-over `--iters` calls after one warm-up. Messages are float32 tensors stored as float32 on the device, so S is
-also the device buffer's size (tile aligned from 4 KiB = 32 x 32 x 4 up). Each all_reduce goes through the
-ttnn group's host path (features/distributed): device -> host, PyTorch's gloo over loopback TCP, host ->
-device. On the mock device the transfers are host memcpys, so the figures measure the host path's own cost
-(staging, the agreement check, gloo), not PCIe: on a card add PCIe time for 2 S per rank.
+Sizes: 4 KiB up to --max-mib (default 256 MiB for 2 ranks, 64 MiB for 8: each rank holds the message's
+device value, its host copy and ttnn's host conversion at once, ~1 GB of its own besides, and the shared
+box has ~21 GB; the largest rank's peak RSS is printed). On 2 cores 8 ranks are slow: --iters defaults to 3
+(2 for 8 ranks), halved from 16 MiB up.
 
-DDP step: BertForSequenceClassification (2 layers, hidden 32) on each rank's half of a batch of 8; the
-step's time with gradient sync against the same step under `no_sync()` (no communication); their difference
-is the communication time; bytes moved per rank per step are the ttnn group's collective_d2h/h2d counters.
-A mock T3000 (8 ranks) is not available: the mock rig describes n150, n300 and p150 only (device/rig/).
+DDP step: BertForSequenceClassification (2 layers, hidden 32) on each rank's 4 samples; the step's time with
+gradient sync against the same step under `no_sync()` (no communication); their difference is the
+communication time; bytes moved per rank per step are the ttnn group's collective_d2h/h2d counters.
 """
 from __future__ import annotations
 
@@ -33,16 +38,21 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+BOARDS = {2: "mock-n300", 8: "mock-t3000"}
+
+
 def _launch(args) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = os.path.join(tempfile.mkdtemp(), "bench.json")
-    env = dict(os.environ, TTNN_EAGER_DEVICE="mock-n300", OMP_NUM_THREADS="1",
+    env = dict(os.environ, TTNN_EAGER_DEVICE=BOARDS[args.ranks], OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.ranks), "--master-addr",
            "127.0.0.1", "--master-port", str(port), os.path.abspath(__file__), "--rank-program", out,
-           "--max-mib", str(args.max_mib), "--iters", str(args.iters)]
+           "--max-mib", str(args.max_mib), "--iters", str(args.iters)] + (["--flat"] if args.flat else []) \
+        + (["--no-ddp"] if args.no_ddp else [])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0 or not os.path.exists(out):
         sys.exit(f"benchmark ranks failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
@@ -50,7 +60,18 @@ def _launch(args) -> dict:
         return json.load(f)
 
 
+def _max(value: float) -> float:
+    """The largest of the ranks' values (a CPU tensor: gloo's, unstaged)."""
+    import torch
+    import torch.distributed as dist
+    t = torch.tensor([float(value)])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
 def _rank_program(args) -> None:
+    import resource
+
     import torch
     import torch.distributed as dist
 
@@ -59,27 +80,33 @@ def _rank_program(args) -> None:
     torch.ttnn.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group(device_id=torch.device("ttnn:0"))
     ttnn_eager.configure(float32_storage="float32")
-    res = {"ranks": world, "device": "mock-n300", "all_reduce": [], "ddp": {}}
+    res = {"ranks": world, "device": os.environ["TTNN_EAGER_DEVICE"], "flat": args.flat, "all_reduce": [],
+           "ddp": {}}
     size = 4 * 1024
     while size <= args.max_mib * 1024 * 1024:
-        x = torch.ones(size // 4).to("ttnn:0")
+        n = size // 4
+        x = torch.ones(n if args.flat else (32, n // 32)).to("ttnn:0")
         dist.all_reduce(x)  # warm-up
-        iters = args.iters if size <= 16 * 1024 * 1024 else max(2, args.iters // 2)
+        iters = args.iters if size < 16 * 1024 * 1024 else max(1, args.iters // 2)
         dist.barrier()
+        ttnn_eager.reset_stats()
         t = time.perf_counter()
         for _ in range(iters):
             dist.all_reduce(x)
         torch.ttnn.synchronize()
-        mine = torch.tensor([(time.perf_counter() - t) / iters])
-        dist.all_reduce(mine, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo's, unstaged
-        sec = float(mine)
+        sec = _max((time.perf_counter() - t) / iters)
+        s = ttnn_eager.stats()
         algbw = size / sec / 1e9
         res["all_reduce"].append({"bytes": size, "us": round(sec * 1e6, 1), "algbw_GBps": round(algbw, 4),
-                                  "busbw_GBps": round(algbw * 2 * (world - 1) / world, 4), "iters": iters})
+                                  "busbw_GBps": round(algbw * 2 * (world - 1) / world, 4), "iters": iters,
+                                  "d2h_bytes": s["collective_d2h_bytes"] // iters,
+                                  "h2d_bytes": s["collective_h2d_bytes"] // iters})
         del x
         size *= 4
+    res["peak_rss_mb"] = round(_max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     ttnn_eager.configure(float32_storage="bfloat16")
-    res["ddp"] = _ddp(rank, world)
+    if not args.no_ddp:
+        res["ddp"] = _ddp(rank, world)
     if rank == 0:
         with open(args.rank_program, "w") as f:
             json.dump(res, f, indent=1)
@@ -133,34 +160,45 @@ def _ddp(rank: int, world: int) -> dict:
             "d2h_bytes_per_step": s["collective_d2h_bytes"] // 4, "h2d_bytes_per_step": s["collective_h2d_bytes"] // 4}
 
 
+def _size(b: int) -> str:
+    return f"{b // 1024} KiB" if b < 1024 * 1024 else f"{b // (1024 * 1024)} MiB"
+
+
 def _table(res: dict) -> str:
-    lines = [f"all_reduce, {res['ranks']} ranks ({res['device']}, host path through gloo); nccl-tests definitions",
-             f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
+    shape = "1-D" if res.get("flat") else "(32, S/128)"
+    lines = [f"all_reduce, {res['ranks']} ranks ({res['device']}, host path through gloo), float32 {shape} "
+             f"messages; nccl-tests definitions",
+             f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13} {'PCIe B down/up per rank':>24}"]
     for r in res["all_reduce"]:
-        b = r["bytes"]
-        size = f"{b // 1024} KiB" if b < 1024 * 1024 else f"{b // (1024 * 1024)} MiB"
-        lines.append(f"{size:>10} {r['us']:>12.1f} {r['algbw_GBps']:>13.3f} {r['busbw_GBps']:>13.3f}")
+        lines.append(f"{_size(r['bytes']):>10} {r['us']:>12.1f} {r['algbw_GBps']:>13.4f} {r['busbw_GBps']:>13.4f} "
+                     f"{r['d2h_bytes']:>12} {r['h2d_bytes']:>11}")
+    lines.append(f"  largest rank's peak RSS: {res['peak_rss_mb']} MB")
     d = res["ddp"]
-    lines += ["", "DDP step (BertForSequenceClassification, 2 layers, hidden 32; 4 samples per rank)",
-              f"  step {d['step_ms']} ms = compute {d['compute_ms']} ms (no_sync) + communication "
-              f"{d['communication_ms']} ms",
-              f"  gradients {d['gradient_bytes']} B; per rank per step: {d['d2h_bytes_per_step']} B device->host, "
-              f"{d['h2d_bytes_per_step']} B host->device"]
+    if d:
+        lines += ["", "DDP step (BertForSequenceClassification, 2 layers, hidden 32; 4 samples per rank)",
+                  f"  step {d['step_ms']} ms = compute {d['compute_ms']} ms (no_sync) + communication "
+                  f"{d['communication_ms']} ms",
+                  f"  gradients {d['gradient_bytes']} B; per rank per step: {d['d2h_bytes_per_step']} B "
+                  f"device->host, {d['h2d_bytes_per_step']} B host->device"]
     return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--max-mib", type=int, default=16)
-    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--ranks", type=int, default=2, choices=sorted(BOARDS))
+    p.add_argument("--max-mib", type=int)
+    p.add_argument("--iters", type=int)
+    p.add_argument("--flat", action="store_true", help="1-D messages (as DDP's buckets) instead of (32, S/128)")
+    p.add_argument("--no-ddp", action="store_true", help="skip the DDP step")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--rank-program", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.max_mib is None:
+        args.max_mib = 256 if args.ranks == 2 else 64
+    if args.iters is None:
+        args.iters = 3 if args.ranks == 2 else 2
     if args.rank_program:
         return _rank_program(args)
-    if args.ranks != 2:
-        sys.exit("only 2 ranks (the mock n300): the mock rig has no 8-chip (T3000) descriptor")
     res = _launch(args)
     print(_table(res))
     if args.json:

@@ -2,7 +2,9 @@
 
     python -m torch.distributed.run --nproc-per-node 2 tests/distributed_ranks.py all|collectives|ddp|tp|fsdp|fault OUT.json
 
-Each rank writes its results to OUT.json.<rank> (the test reads both).
+Each rank writes its results to OUT.json.<rank> (the test reads both). Mode `hosts` is the program of two
+"hosts" on the loopback interface: two torchrun launches (--nnodes 2, --node-rank 0 and 1, one process each,
+c10d rendezvous at 127.0.0.1), each rank alone on its host's mock n150 as ttnn:0.
 """
 import json
 import os
@@ -224,7 +226,8 @@ def ddp():
     s = ttnn_eager.stats()
     import ttnn_eager.counters as counters
     results["ddp"] = {"losses": losses, "seconds": round(time.time() - t, 1), "collectives": dict(counters.collective_by_op),
-                      "d2h_bytes": s["collective_d2h_bytes"], "h2d_bytes": s["collective_h2d_bytes"]}
+                      "d2h_bytes": s["collective_d2h_bytes"], "h2d_bytes": s["collective_h2d_bytes"],
+                      "grad_elements": sum(p.numel() for p in model.parameters())}
     trained = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
     if RANK == 0:  # one process on the whole batch (no DDP: the loss is the mean over the whole batch)
         single = transformers.BertForSequenceClassification(cfg).eval()
@@ -245,6 +248,78 @@ def ddp():
     other = [torch.empty_like(flat) for _ in range(WORLD)]
     dist.all_gather(other, flat, group=GLOO)
     results["replicas_equal"] = bool(torch.equal(other[0], other[1]))
+
+
+def hosts():
+    """Two hosts of one process each: collectives exact against gloo, and a DDP step of a small MLP against
+    one process on the whole batch; the gradient bucket (1-D) moves unpadded (layout.transfer_layout)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    results["hosts"] = {k: int(os.environ[k]) for k in ("GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                                         "WORLD_SIZE", "RANK")}
+    results["hosts"]["device_count"] = torch.ttnn.device_count()
+
+    def ar(x, group):
+        dist.all_reduce(x, group=group)
+        return [x]
+
+    def ag(x, group):
+        outs = [torch.empty_like(x) for _ in range(WORLD)]
+        dist.all_gather(outs, x, group=group)
+        return outs
+
+    def bc(x, group):
+        dist.broadcast(x, src=1, group=group)
+        return [x]
+    both("hosts.all_reduce.float32", ar, sample((5, 7), torch.float32))
+    both("hosts.all_reduce.int32", ar, sample((40, 3), torch.int32))
+    both("hosts.all_gather.bfloat16", ag, sample((3, 33), torch.bfloat16))
+    both("hosts.broadcast.int64", bc, sample((6,), torch.int64))
+
+    torch.manual_seed(0)
+    init = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    state = {k: v.clone() for k, v in init.state_dict().items()}
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+
+    def train(model, x, y, steps=2):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(steps):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x.to(DEV)), y.to(DEV)).backward()
+            opt.step()
+        return {k: v.detach().cpu() for k, v in getattr(model, "module", model).state_dict().items()}
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    model.load_state_dict(state)
+    ddp_model = DDP(model.to(DEV))
+    half = 8 // WORLD
+    ttnn_eager.reset_stats()
+    trained = train(ddp_model, x[RANK * half:(RANK + 1) * half], y[RANK * half:(RANK + 1) * half])
+    s = ttnn_eager.stats()
+    res = {"d2h_bytes": s["collective_d2h_bytes"], "h2d_bytes": s["collective_h2d_bytes"],
+           "grad_elements": sum(p.numel() for p in model.parameters()),
+           "max_update": max(float((trained[k] - state[k]).abs().max()) for k in state)}
+    if RANK == 0:
+        single = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        single.load_state_dict(state)
+        ref = train(single.to(DEV), x, y)
+        res["max_diff"] = max(float((trained[k] - ref[k]).abs().max()) for k in ref)
+    results["hosts"]["ddp"] = res
+
+
+def hang():
+    """Rank 1 hangs (does not enter a collective) in a ttnn group made with a 2 s timeout: rank 0's collective
+    must raise after about the timeout, not wait forever. Rank 1 then meets rank 0 again on the gloo group."""
+    short = dist.new_group(backend="ttnn", timeout=datetime.timedelta(seconds=2))
+    x = torch.ones(4, 4).to(DEV)
+    if RANK == 0:
+        t = time.time()
+        try:
+            dist.all_reduce(x, group=short)
+            results["hang"] = {"error": None}
+        except RuntimeError as e:
+            results["hang"] = {"error": str(e)[:400], "seconds": round(time.time() - t, 2)}
+    else:
+        results["hang"] = {"hung": True}
+    dist.barrier(group=GLOO)  # rank 1 "hangs" here until rank 0 has raised
 
 
 def funcol():
@@ -467,6 +542,9 @@ try:
         t = time.time()
         funcol()
         results["funcol_s"] = round(time.time() - t, 1)
+    if MODE == "hosts":
+        hosts()
+        hang()
     if MODE in ("all", "ddp"):
         ttnn_eager.configure(float32_storage="bfloat16")  # the default: DDP within bfloat16 tolerance
         ddp()
@@ -482,7 +560,7 @@ except Exception:  # noqa: BLE001  (reported to the test, which fails with it)
     results["errors"]["exception"] = traceback.format_exc()
     print(traceback.format_exc(), file=sys.stderr)
 _write()
-if "fault" not in results:  # after the fault the group is broken
+if "fault" not in results and "hang" not in results:  # after the fault (and the hang) a group is broken
     dist.destroy_process_group()
 sys.stdout.flush()
 sys.stderr.flush()

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 import ttnn_eager
+from conftest import run_python
 from ttnn_eager.device import runtime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,23 +29,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _env(device: str) -> dict:
+    env = dict(os.environ, TTNN_EAGER_DEVICE=device, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
+    return env
+
+
+def _results(out: str, returncode: int, stderr: str) -> list:
+    results = []
+    for rank in (0, 1):
+        assert os.path.exists(f"{out}.{rank}"), f"rank {rank} wrote no results (exit {returncode}):\n" \
+                                                f"{stderr[-4000:]}"
+        with open(f"{out}.{rank}") as f:
+            results.append(json.load(f))
+    assert returncode == 0, stderr[-4000:]
+    return results
+
+
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("dist") / "result.json")
-    env = dict(os.environ, TTNN_EAGER_DEVICE="mock-n300", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
            "--master-port", str(_free_port()), os.path.join(HERE, "distributed_ranks.py"), "all", out]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    results = []
-    for rank in (0, 1):
-        assert os.path.exists(f"{out}.{rank}"), f"rank {rank} wrote no results (exit {r.returncode}):\n" \
-                                                f"{r.stderr[-4000:]}"
-        with open(f"{out}.{rank}") as f:
-            results.append(json.load(f))
-    assert r.returncode == 0, r.stderr[-4000:]
-    return results
+    r = subprocess.run(cmd, env=_env("mock-n300"), capture_output=True, text=True, timeout=400)
+    return _results(out, r.returncode, r.stderr)
 
 
 def test_torchrun_ranks_each_see_their_chip_as_ttnn0(ranks):
@@ -137,7 +146,49 @@ def test_ddp_bert_matches_one_process_on_the_whole_batch(ranks):
     # step 0: the mean of the half-batch losses is the whole batch's loss (bfloat16 logits)
     assert abs((r0["ddp"]["losses"][0] + r1["ddp"]["losses"][0]) / 2 - r0["single_losses"][0]) < 0.02
     assert r0["ddp"]["collectives"]["all_reduce"] == 3  # one gradient bucket per step
-    assert r0["ddp"]["d2h_bytes"] > 0 and r0["ddp"]["h2d_bytes"] > 0
+    # PCIe bytes: the gradient bucket (1-D, bfloat16 storage) moves ROW_MAJOR, its payload each way per step,
+    # not a TILE buffer padded to 32 rows (32x: 1.38 MB a step before); besides, rank 0 broadcasts to rank 1
+    # DDP's int buffers and rebuilt bucket indices (small TILE tensors: 4 KiB each)
+    bucket = r1["ddp"]["grad_elements"] * 2
+    assert r1["ddp"]["d2h_bytes"] == r0["ddp"]["h2d_bytes"] == 3 * bucket
+    broadcast = r0["ddp"]["d2h_bytes"] - 3 * bucket
+    assert r1["ddp"]["h2d_bytes"] - 3 * bucket == broadcast and broadcast % 4096 == 0 and broadcast <= 12 * 4096
+
+
+def test_two_hosts_on_the_loopback_interface(tmp_path):
+    """Two torchrun launches, --nnodes 2 --node-rank 0/1, one process each, meeting through a c10d rendezvous
+    at 127.0.0.1 (each "host" a mock n150): collectives exact against gloo and a DDP step equal to one process
+    on the whole batch -- nothing assumes one machine. Then a rank that hangs: the other raises after the
+    group's timeout."""
+    out = str(tmp_path / "hosts.json")
+    port = _free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+         "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+         "--rdzv-conf", f"is_host={int(node == 0)}", "--local-addr", "127.0.0.1",
+         os.path.join(HERE, "distributed_ranks.py"), "hosts", out],
+        env=_env("mock-wormhole"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for node in (0, 1)]
+    done = [p.communicate(timeout=300) for p in procs]
+    results = _results(out, max(p.returncode for p in procs), done[0][1] + done[1][1])
+    assert sorted(r["hosts"]["GROUP_RANK"] for r in results) == [0, 1]  # two nodes
+    for r in results:
+        assert r["errors"] == {}, r["errors"]
+        h = r["hosts"]
+        assert (h["WORLD_SIZE"], h["LOCAL_WORLD_SIZE"], h["LOCAL_RANK"], h["device_count"]) == (2, 1, 0, 1)
+        assert len(r["checks"]) == 5 and all(r["checks"].values())  # (all_gather has two outputs)
+        # PCIe bytes: 2 steps' all_reduce of the 1-D float32 gradient bucket, unpadded (a TILE buffer would be
+        # 32x), and on the first step DDP's broadcast of its rebuilt bucket indices from rank 0 (two small
+        # int tensors, one 4 KiB tile each): read by rank 0, written by rank 1
+        d, bucket = h["ddp"], h["ddp"]["grad_elements"] * 4
+        assert (d["d2h_bytes"], d["h2d_bytes"]) == ((2 * bucket + 8192, 2 * bucket) if h["RANK"] == 0 else
+                                                    (2 * bucket, 2 * bucket + 8192)), d
+    d0 = results[0]["hosts"]["ddp"]
+    assert d0["max_update"] > 0.01 and d0["max_diff"] < 1e-5, d0
+    # and a rank that hangs: rank 1 never enters an all_reduce of a group with a 2 s timeout; rank 0 raises
+    hung = {r["rank"]: r["hang"] for r in results}
+    assert hung[1] == {"hung": True}
+    assert hung[0]["error"] and "timed out" in hung[0]["error"].lower(), hung[0]
+    assert 1.5 < hung[0]["seconds"] < 15, hung[0]
 
 
 # ----------------------------------------------------------------------------------------------- one process
@@ -145,6 +196,30 @@ def test_backend_registered_for_the_ttnn_device():
     assert "ttnn" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["ttnn"] == "ttnn"
     assert dist.Backend.backend_capability["ttnn"] == ["ttnn"]
+
+
+def test_the_backend_entry_point_registers_it_without_autoload():
+    """pyproject declares the torch.distributed.backends entry point "ttnn"; c10d loads it by name when the
+    backend is not registered (PyTorch's device-backend autoload off). Read from pyproject, not the installed
+    metadata, which changes only when the package is reinstalled."""
+    code = f"""
+import importlib.metadata as md, tomllib
+import torch.distributed as dist
+assert "ttnn" not in dist.Backend.backend_list  # autoload off: nothing registered it
+with open({os.path.join(HERE, '..', 'pyproject.toml')!r}, "rb") as f:
+    eps = tomllib.load(f)["project"]["entry-points"]["torch.distributed.backends"]
+group = "torch.distributed.backends"
+declared = [md.EntryPoint(name, value, group) for name, value in eps.items()]
+real = md.entry_points
+md.entry_points = lambda **kw: declared if kw.get("group") == group else real(**kw)
+dist.Backend._ensure_backend_registered("ttnn")
+print(dist.Backend.default_device_backend_map.get("ttnn"), dist.Backend.backend_capability.get("ttnn"))
+"""
+    r = run_python(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+                              "PYTHONPATH": os.pathsep.join([os.path.join(HERE, "..", "src"),
+                                                             os.environ.get("PYTHONPATH", "")])})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[-2] == "ttnn ['ttnn']"
 
 
 @pytest.mark.parametrize("how", ["none", "device_id", "name", "mixed"])
@@ -194,3 +269,40 @@ def test_offset_views_keep_their_offset():
     outs = _unflatten_dense_tensors(_flatten_dense_tensors(dt), dt)
     assert [o.storage_offset() for o in outs] == [0, 2048, 2080, 2176]
     assert all(torch.equal(o.cpu(), t) for o, t in zip(outs, ts))
+
+
+def test_flat_tensors_cross_pcie_unpadded(restore_config):
+    """A 1-D tensor is stored TILE (one row padded to 32), but moves across PCIe ROW_MAJOR -- its payload --
+    converted on the device (core/layout.py transfer_layout); a tile-aligned or small tensor moves as it is."""
+    import ttnn_eager.counters as counters
+    from ttnn_eager.core import layout, tensor
+    from ttnn_eager.device import api
+    ttnn_eager.configure(float32_storage="bfloat16")
+    v = torch.randn(43000)
+    counters.ttnn_by_op.clear()
+    x = v.to("ttnn:0")
+    h = tensor.handle_of(x)
+    assert h.layout == api.TILE and h.padded_shape == (32, 43008)  # the stored form is unchanged
+    assert layout.transfer_bytes(h) == 43000 * 2 and api.device_bytes(h) == 32 * 43008 * 2
+    assert torch.equal(x.cpu(), v.bfloat16().float()) and torch.equal((x * 2).cpu(), v.bfloat16().float() * 2)
+    assert counters.ttnn_by_op["to_layout"] == 3  # tilized after the upload, untilized before each download
+    for shape in [(64, 64), (1000,), (4, 4)]:
+        h = tensor.handle_of(torch.ones(shape).to("ttnn:0"))
+        assert layout.transfer_bytes(h) == api.device_bytes(h)
+
+
+def test_runs_of_a_flat_buffer_are_sliced_on_the_device(restore_config):
+    """Views that are contiguous runs of a flat buffer, made in C++ by as_strided (DDP's views into its gradient
+    bucket), are read and written on the device (core/dispatch.py _run): exact, and no CPU fallback."""
+    ttnn_eager.configure(float32_storage="float32")
+    cpu = torch.randn(4000)
+    dev = cpu.to("ttnn:0")
+    ttnn_eager.reset_stats()
+    for size, offset in [((30, 40), 100), ((7,), 3001), ((3, 1, 5), 0)]:
+        stride = torch.empty(size).stride()
+        assert torch.equal(dev.as_strided(size, stride, offset).cpu(), cpu.as_strided(size, stride, offset))
+        g = torch.randn(size)
+        dev.as_strided(size, stride, offset).copy_(g.to("ttnn:0"))  # a write through the run: into the buffer
+        cpu.as_strided(size, stride, offset).copy_(g)
+        assert torch.equal(dev.cpu(), cpu)
+    assert ttnn_eager.stats()["fallbacks"] == 0

@@ -12,7 +12,9 @@
     collectives         torch.distributed collectives and point-to-point ops run by the ttnn process group
     collective_d2h_bytes, collective_h2d_bytes
                         bytes of device buffers the collectives moved across PCIe (device -> host, host ->
-                        device): the device tensors' own sizes (TILE padding, device dtype), not numel*itemsize
+                        device): the device tensors' sizes in their device dtype and transfer layout
+                        (core/layout.py: TILE padding included, except for 1-D and flat tensors, which move
+                        ROW_MAJOR), not numel*itemsize
 
 Per-op detail for reports: `aten_by_op()` (aten op -> calls), `ttnn_by_op` (ttnn op name -> calls),
 `fallback_by_op` (aten op -> CPU runs), `collective_by_op` (collective -> calls). Aten calls are counted by id(op) in `aten_calls` (an aten OpOverload

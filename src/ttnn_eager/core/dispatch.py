@@ -805,10 +805,11 @@ def _device_index(args, kwargs) -> int:
 # ----------------------------------------------------------------------------------------------- C++-made aliases
 def _strided(base: api.Handle, dtype, size, stride, offset) -> api.Handle:
     """An alias PyTorch made in C++ (as_strided, .view(dtype), a geometry the dispatcher never saw), derived
-    on the host from its storage's base: a counted fallback, re-derived when the base changes (refresh)."""
+    on the host from its storage's base: a counted fallback, re-derived when the base changes (refresh). The
+    base moves in its transfer layout (a flat buffer such as DDP's gradient bucket: unpadded)."""
     counters.counts["fallbacks"] += 1
     counters.fallback_by_op[_AS_STRIDED] += 1
-    host = api.download(base).contiguous().reshape(-1)
+    host = layout.download(base).contiguous().reshape(-1)
     if host.dtype is not dtype:
         host = host.view(dtype)
     return layout.to_device(host.as_strided(size, stride, offset).contiguous(), base.index)
@@ -817,19 +818,40 @@ def _strided(base: api.Handle, dtype, size, stride, offset) -> api.Handle:
 def _strided_inverse(base: api.Handle, value: api.Handle, dtype, size, stride, offset, pos=None) -> api.Handle:
     counters.counts["fallbacks"] += 1
     counters.fallback_by_op[_AS_STRIDED] += 1
-    host = api.download(base).contiguous().clone()
+    host = layout.download(base).contiguous().clone()
     flat = host.reshape(-1)
     (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset).copy_(
-        api.download(value))
+        layout.download(value))
     return layout.to_device(host, base.index)
 
 
 INVERSES[_strided] = _strided_inverse
 
 
+def _run(base: api.Handle, size: tuple, offset: int) -> api.Handle:
+    """A contiguous run of base's elements, of shape `size` from element `offset` (DDP's views into its flat
+    gradient bucket, made in C++ by as_strided): a slice of the flattened base, reshaped, on the device (the
+    view and slice lowerings)."""
+    view, cut = BY_ID[id(aten.view.default)].fn, BY_ID[id(aten.slice.Tensor)].fn
+    n = math.prod(size)
+    return view(cut(view(base, [base.shape.numel()]), 0, offset, offset + n), list(size))
+
+
+def _run_inverse(base: api.Handle, value: api.Handle, size: tuple, offset: int, pos=None) -> api.Handle:
+    """base with the run _run(base, size, offset) replaced by value (the slice_scatter lowering)."""
+    view, put = BY_ID[id(aten.view.default)].fn, BY_ID[id(aten.slice_scatter.default)].fn
+    n = math.prod(size)
+    flat = put(view(base, [base.shape.numel()]), view(value, [n]), 0, offset, offset + n)
+    return view(flat, list(base.shape))
+
+
+INVERSES[_run] = _run_inverse
+
+
 def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
     """The Handle of an alias of base's storage with a geometry not seen before: a reshape of the base on the
-    device when it is contiguous (PyTorch's own view of it, made in C++), else derived on the host (_strided)."""
+    device when it is contiguous (PyTorch's own view of it, made in C++), a slice of it when it is a contiguous
+    run of its elements (_run), else derived on the host (_strided)."""
     refresh(base)
     if t.dtype is base.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == base.shape.numel():
         fn = BY_ID[id(aten.view.default)].fn
@@ -838,6 +860,16 @@ def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
             return base
         h.source = (base, base.version, fn, [base, list(t.shape)], {}, None)
         return h
+    if t.dtype is base.dtype and t.is_contiguous() and 0 < t.numel() and \
+            t.storage_offset() + t.numel() <= base.shape.numel():
+        args = [base, tuple(t.shape), t.storage_offset()]
+        try:
+            h = _run(*args)
+        except Unfit:
+            h = None
+        if h is not None:
+            h.source = (base, base.version, _run, args, {}, None)
+            return h
     args = [base, t.dtype, tuple(t.shape), t.stride(), t.storage_offset()]
     h = _strided(*args)
     h.source = (base, base.version, _strided, args, {}, None)

@@ -87,6 +87,13 @@ the kernel and the sharding conv2d picks -- is made once per (parameter, op conf
 parameter's handle (Handle.forms) while it lives and is not written; a steady-state forward prepares
 (converts) nothing. The forms die with the handle (no module-level cache holds them).
 
+Transfers (`transfer_layout`, used by `to_device` and `download`): a tensor crosses PCIe in its own layout,
+except a TILE tensor whose tile padding would at least double the bytes moved and add 64 KiB or more -- a
+1-D tensor is one row padded to 32 (32x), e.g. DDP's flat gradient buckets and the staging buffers of
+torch.distributed collectives: it moves ROW_MAJOR and is converted on the device (ttnn.to_layout, counted
+as a ttnn op, not a layout conversion: the stored layout is unchanged). Floating dtypes only (bfloat16,
+float32); smaller tensors keep one transfer and no device op. `transfer_bytes` is the bytes one moves.
+
 `ensure` changes a handle's layout in place -- the converted form replaces the old one, so a weight
 converted once stays converted and no second copy is kept -- while a dtype change that may lose information
 gives a new handle. Each conversion is counted in `layout_conversions`.
@@ -303,10 +310,37 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
     elif kernel or (value.dim() == 0 and bounds is not None):  # (a known 0-d integer: num_batches_tracked)
         h = api.stage(value, tt_dtype, layout, index, bounds=bounds)
     else:
-        h = api.upload(value, tt_dtype, layout, index, bounds=bounds)
+        h = api.upload(value, tt_dtype, layout, index, bounds=bounds,
+                       via=transfer_layout(value.shape, tt_dtype, layout))
     if is_trainable(value):
         _TRAINABLE.add(h)
     return h
+
+
+_STAGED_TT = (api.BFLOAT16, api.FLOAT32)
+STAGING_MIN_SAVING = 64 << 10  # bytes: below this one more device op costs more than the PCIe bytes saved
+
+
+def transfer_layout(shape, tt_dtype, layout):
+    """The layout a tensor of `shape` stored as (tt_dtype, layout) crosses PCIe in (see the module docstring)."""
+    if layout != api.TILE or tt_dtype not in _STAGED_TT:
+        return layout
+    tile = api.buffer_bytes(shape, tt_dtype, api.TILE)
+    rows = api.buffer_bytes(shape, tt_dtype, api.ROW_MAJOR)
+    return api.ROW_MAJOR if tile >= 2 * rows and tile - rows >= STAGING_MIN_SAVING else layout
+
+
+def transfer_bytes(h: api.Handle) -> int:
+    """Bytes an upload or download of h moves across PCIe (0 for a handle with no device tensor)."""
+    if h.tt is None:
+        return 0
+    return api.buffer_bytes(h.shape, h.tt_dtype, transfer_layout(h.shape, h.tt_dtype, h.layout))
+
+
+def download(h: api.Handle) -> torch.Tensor:
+    """h's value on the host (.cpu(), copy_ into a CPU tensor), moved in its transfer layout."""
+    via = transfer_layout(h.shape, h.tt_dtype, h.layout) if h.tt is not None else None
+    return api.download(h, via=via)
 
 
 def _saturated(value: torch.Tensor) -> torch.Tensor:

@@ -375,8 +375,10 @@ def _count(op: str) -> None:
 
 
 def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype | None = None,
-           bounds=None) -> Handle:
-    """Host -> device. `value` is converted to `tt_dtype` by ttnn on the host, then moved."""
+           bounds=None, via=None) -> Handle:
+    """Host -> device. `value` is converted to `tt_dtype` by ttnn on the host, then moved. `via`: the layout
+    it crosses PCIe in when that is not `layout` (layout.transfer_layout: ROW_MAJOR for a tensor whose tile
+    padding would multiply the bytes moved, such as a 1-D one), converted to `layout` on the device."""
     dev = device(index)
     src = value.detach()
     if src.dtype == torch.bool:
@@ -384,7 +386,13 @@ def upload(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype
     elif src.dtype == torch.int64:
         src = src.to(torch.int32)
     with _OutOfMemoryGuard(index, f"a {tuple(value.shape)} tensor from the host"):
-        tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
+        if via is not None and via != layout and recording is None:
+            moved = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=via, device=dev)
+            tt = ttnn.to_layout(moved, layout)
+            _count("to_layout")
+            ttnn.deallocate(moved)
+        else:
+            tt = ttnn.from_torch(src.contiguous(), dtype=tt_dtype, layout=layout, device=dev)
     counters.counts["host_to_device"] += 1
     _grew(index, src.numel())
     h = Handle(tt, BACKEND.stored(src, tt_dtype), dtype or value.dtype, value.shape, index, bounds)
@@ -446,8 +454,9 @@ def upload_staged(h: Handle) -> Handle:
     return h
 
 
-def download(h: Handle) -> torch.Tensor:
-    """Device -> host: the value as a CPU tensor of the torch dtype PyTorch sees."""
+def download(h: Handle, via=None) -> torch.Tensor:
+    """Device -> host: the value as a CPU tensor of the torch dtype PyTorch sees. `via`: the layout it crosses
+    PCIe in when that is not its own (layout.transfer_layout), converted on the device first."""
     if recording is not None:
         recording.refuse("a device-to-host read (.cpu(), .item(), printing a tensor, a data-dependent branch)")
     counters.counts["device_to_host"] += 1
@@ -457,7 +466,14 @@ def download(h: Handle) -> torch.Tensor:
         return torch.zeros(h.shape, dtype=h.dtype)
     if not h.shape.numel():  # nothing to read
         return torch.empty(h.shape, dtype=h.dtype)
-    kept = BACKEND.read(h)
+    if via is not None and via != h.tt.layout:
+        with _OutOfMemoryGuard(h.index, f"a {tuple(h.shape)} tensor for the host"):
+            moved = ttnn.to_layout(h.tt, via)
+        _count("to_layout")
+        kept = BACKEND.read(Handle(moved, h.shadow, h.dtype, h.shape, h.index))
+        ttnn.deallocate(moved)
+    else:
+        kept = BACKEND.read(h)
     if h.dtype is torch.complex64:  # stored as its real pair [*shape, 2] (core/layout.py)
         return torch.view_as_complex(kept.reshape(*h.shape, 2).to(torch.float32).contiguous()).clone()
     return _own(kept.reshape(h.shape).to(h.dtype), kept)
@@ -529,6 +545,16 @@ def device_bytes(h: Handle) -> int:
     if h.tt is None:
         return 0
     return int(math.prod(h.padded_shape) * _ELEMENT_BYTES.get(h.tt.dtype, 4))
+
+
+def buffer_bytes(shape, tt_dtype, layout) -> int:
+    """Bytes of a device buffer of logical `shape` in `tt_dtype` and `layout`: TILE pads the last two
+    dimensions to multiples of 32 (a 1-D tensor is one row, padded to 32), ROW_MAJOR holds the elements."""
+    dims = [int(d) for d in shape]
+    if layout == TILE:
+        dims = ([1] * (2 - len(dims)) + dims) if len(dims) < 2 else dims
+        dims[-2:] = [-(-d // TILE_SIZE) * TILE_SIZE for d in dims[-2:]]
+    return int(math.prod(dims) * _ELEMENT_BYTES.get(tt_dtype, 4))
 
 
 def buffer_address(h: Handle) -> int | None:

@@ -225,7 +225,7 @@ class Mock:
         self.shadowing = True  # shadow execution on (off inside shadows_off)
 
     def device_count(self) -> int:
-        return 2 if self.runtime.mode == "mock-n300" else 1
+        return self.runtime.chips
 
     def open_options(self) -> dict:
         return {}

@@ -7,6 +7,7 @@ its devices is the current one (`ttnn` with no index).
     mock-wormhole   Wormhole n150 mock device (one chip)
     mock-blackhole  Blackhole p150 mock device (one chip)
     mock-n300       Wormhole n300 mock device (two chips: ttnn:0 and ttnn:1)
+    mock-t3000      Wormhole T3000 mock system (four n300 cards: eight chips, ttnn:0 .. ttnn:7)
     auto            (default) hardware if a card is found (/dev/tenstorrent), else mock-wormhole, with a
                     one-line notice on stderr
 
@@ -37,11 +38,12 @@ import os
 import stat
 import sys
 
-MODES = ("hardware", "mock-wormhole", "mock-blackhole", "mock-n300", "auto")
-_DESCRIPTORS = {  # mode -> (cluster descriptor shipped in device/rig, human name)
-    "mock-wormhole": ("wormhole_N150.yaml", "Wormhole n150"),
-    "mock-blackhole": ("blackhole_P150.yaml", "Blackhole p150"),
-    "mock-n300": ("wormhole_N300.yaml", "Wormhole n300"),
+MODES = ("hardware", "mock-wormhole", "mock-blackhole", "mock-n300", "mock-t3000", "auto")
+_DESCRIPTORS = {  # mode -> (cluster descriptor shipped in device/rig, human name, chips)
+    "mock-wormhole": ("wormhole_N150.yaml", "Wormhole n150", 1),
+    "mock-blackhole": ("blackhole_P150.yaml", "Blackhole p150", 1),
+    "mock-n300": ("wormhole_N300.yaml", "Wormhole n300", 2),
+    "mock-t3000": ("wormhole_T3000.yaml", "Wormhole T3000", 8),
 }
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -50,6 +52,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 class Runtime:
     mode: str          # "hardware" or one of the mock modes
     board: str         # e.g. "Wormhole n150"; "" for hardware until a device is open
+    chips: int = 0     # the mock's chips (its cluster descriptor's); 0 for hardware (ttnn counts them)
 
     @property
     def mock(self) -> bool:
@@ -141,13 +144,13 @@ def get() -> Runtime:
                 raise RuntimeError(
                     "TTNN_EAGER_DEVICE=hardware, but no Tenstorrent card is visible to this process "
                     "(/dev/tenstorrent/ has no device). Set TTNN_EAGER_DEVICE=auto (a card when one is "
-                    "found, else a mock device), or mock-wormhole, mock-blackhole or mock-n300 to run on a "
-                    "mock device; on a machine with a card, check its driver (tt-kmd) and the device's "
+                    "found, else a mock device), or mock-wormhole, mock-blackhole, mock-n300 or mock-t3000 to "
+                    "run on a mock device; on a machine with a card, check its driver (tt-kmd) and the device's "
                     "permissions.")
             _runtime = Runtime(mode, "")
         else:
             _prepare_mock(mode)
-            _runtime = Runtime(mode, _DESCRIPTORS[mode][1])
+            _runtime = Runtime(mode, _DESCRIPTORS[mode][1], _DESCRIPTORS[mode][2])
         # ttnn logs at INFO/DEBUG by default; keep the user's terminal quiet unless asked otherwise, and
         # write tt-metal's generated/ files (watcher kernel lists, ...) to our cache, not the working directory.
         os.environ.setdefault("TT_LOGGER_LEVEL", "off")

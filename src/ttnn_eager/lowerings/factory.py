@@ -231,7 +231,7 @@ def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blo
         return policy.to_device(value, index_of(target))
     dtype = x.dtype if dtype is None else dtype
     if target is not None and target.type != "ttnn":
-        return api.download(x).to(dtype)
+        return policy.download(x).to(dtype)
     if target is not None and index_of(target) != x.index:
         return policy.to_device(api.download(x).to(dtype), index_of(target))
     out = cast(x, dtype)
@@ -242,7 +242,7 @@ def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blo
           notes="src is broadcast to self's shape; cpu <-> ttnn in either direction")
 def copy_(dst, src, non_blocking=False):
     if not is_handle(dst):  # ttnn -> cpu: PyTorch hands back the CPU tensor itself
-        return dst.copy_(api.download(src))
+        return dst.copy_(policy.download(src))
     shape = tuple(dst.shape)
     if not is_handle(src):
         capture.refuse("a copy_ from a CPU tensor (its value would be frozen into the graph)")

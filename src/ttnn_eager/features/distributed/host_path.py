@@ -6,7 +6,7 @@
     up(dst, host)   write host into the device tensor dst (nothing for a CPU dst: gloo wrote it);
                     counted in collective_h2d_bytes
 Written with public tensor APIs (`.cpu()`, `.copy_()`), whatever the ttnn tensor class is; only the byte
-counts read the device buffer's size (its padded shape and device dtype).
+counts read the device buffer's size (its shape in its device dtype and transfer layout: layout.py).
 """
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ def is_device(t: torch.Tensor) -> bool:
 
 
 def _bytes(t: torch.Tensor) -> int:
-    from ...device import api
+    """The bytes moving t across PCIe moves: its device buffer in its transfer layout (core/layout.py: a 1-D
+    tensor, such as DDP's gradient bucket, moves ROW_MAJOR, not padded to 32 rows)."""
+    from ...core import layout
     h = _tensor.maybe_handle(t)
-    return 0 if h is None else api.device_bytes(h)
+    return 0 if h is None else layout.transfer_bytes(h)
 
 
 def down(t: torch.Tensor) -> torch.Tensor:
