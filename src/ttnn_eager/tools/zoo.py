@@ -412,6 +412,9 @@ class Worker:
 
 
 def _commit() -> str:
+    """The commit measured (ZOO_COMMIT when the sweep runs from an exported copy of the sources)."""
+    if os.environ.get("ZOO_COMMIT"):
+        return os.environ["ZOO_COMMIT"]
     try:
         root = os.path.dirname(os.path.abspath(__file__))
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
