@@ -344,6 +344,9 @@ def classify(r: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- the driver
+STARTUP_TIMEOUT = 600.0  # seconds for a worker to import torch and the backend (a loaded machine)
+
+
 class Worker:
     """A `python -m ttnn_eager.tools.zoo --worker` subprocess: entry names on its stdin, one JSON line each on
     its stdout, its stderr in a temporary file (the crash's last words)."""
@@ -359,30 +362,46 @@ class Worker:
                                      preexec_fn=(lambda: os.nice(nice)) if nice else None)
         self.buf = b""
         self.served = 0
+        self.ready = False
 
-    def ask(self, name: str, timeout: float):
-        """The worker's JSON result, or ("crash" | "timeout", detail)."""
-        self.log.seek(0, os.SEEK_END)
-        start = self.log.tell()
-        try:
-            self.proc.stdin.write((name + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            return "crash", self._death(start)
+    def _line(self, timeout: float):
+        """The worker's next line (bytes), or None at its death, or "timeout"."""
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.stop()
-                return "timeout", f"no result in {timeout:.0f} s"
+                return "timeout"
             ready, _, _ = select.select([fd], [], [], min(left, 5.0))
             if ready:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    return "crash", self._death(start)
+                    return None
                 self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def ask(self, name: str, timeout: float):
+        """The worker's JSON result, or ("crash" | "timeout", detail). The timeout starts once the worker
+        has imported the backend (its "ready" line)."""
+        self.log.seek(0, os.SEEK_END)
+        start = self.log.tell()
+        if not self.ready:
+            line = self._line(STARTUP_TIMEOUT)
+            if not isinstance(line, bytes):
+                self.stop()
+                return "crash", f"the worker did not start ({line or 'it died'})"
+            self.ready = True
+        try:
+            self.proc.stdin.write((name + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return "crash", self._death(start)
+        line = self._line(timeout)
+        if line == "timeout":
+            return "timeout", f"no result in {timeout:.0f} s"
+        if line is None:
+            return "crash", self._death(start)
         self.served += 1
         return json.loads(line)
 
@@ -407,8 +426,9 @@ class Worker:
             except ProcessLookupError:
                 pass
             self.proc.wait()
-        self.log.close()
-        os.unlink(self.log.name)
+        if not self.log.closed:
+            self.log.close()
+            os.unlink(self.log.name)
 
 
 def _commit() -> str:
@@ -498,12 +518,11 @@ def worker_main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     warnings.simplefilter("ignore")
-    try:
-        import transformers
-        transformers.logging.set_verbosity_error()
-    except ImportError:
-        pass
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import ttnn_eager  # noqa: F401  (the backend)
+    torch.ones(1, device="ttnn:0").cpu()  # the device opened before the first entry's clock starts
+    out.write('{"ready": true}\n')
+    out.flush()
     for line in sys.stdin:
         name = line.strip()
         if not name:
