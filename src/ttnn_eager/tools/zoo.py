@@ -76,15 +76,51 @@ def shrink(d: dict) -> dict:
         for k in keys:
             if _is_int(out.get(k)) and out[k] > 0:
                 out[k] = min(out[k], value) if keys in (_EXPERTS, _PER_TOKEN, _KV) else value
+    heads = [d[k] for k in _HEADS if _is_int(d.get(k))]
+    for k in _KV:  # multi-head latent attention stays multi-head (its key-value heads = heads)
+        if _is_int(d.get(k)) and heads and d[k] == heads[0] and "kv_lora_rank" in d:
+            out[k] = s["heads"]
+    if _is_int(out.get("qk_head_dim")) and _is_int(out.get("qk_nope_head_dim")) and _is_int(out.get("qk_rope_head_dim")):
+        out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
     for k in ("n_group", "topk_group", "num_expert_groups"):  # DeepSeek-style group routing over 4 experts
         if _is_int(out.get(k)):
             out[k] = 1
     for k, v in list(out.items()):
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             out[k] = shrink(v)
+        elif isinstance(v, dict) and isinstance(v.get("mrope_section"), list):  # rotary sections: head size / 2
+            out[k] = dict(v, mrope_section=_split(s["head_dim"] // 2, v["mrope_section"]))
         elif isinstance(v, list) and n_layers and len(v) in n_layers and len(v) > s["layers"]:
-            out[k] = v[:s["layers"]]
+            out[k] = _first_layers(v, s["layers"])
+        elif k in ("out_features", "out_indices") and v is not None and n_layers:
+            out[k] = None  # stages named after the original depth: the default (the last stage)
+    vocab = out.get("vocab_size")
+    if _is_int(vocab):  # special tokens inside the shrunk vocabulary
+        spare = iter(range(vocab - 1, 0, -1))
+        for k, v in list(out.items()):
+            if k.endswith(("token_id", "token_index", "token_ids")):
+                if _is_int(v) and v >= vocab:
+                    out[k] = next(spare)
+                elif isinstance(v, list) and any(_is_int(x) and x >= vocab for x in v):
+                    out[k] = [next(spare) if _is_int(x) and x >= vocab else x for x in v]
     return out
+
+
+def _split(total: int, parts: list) -> list:
+    """`total` split in proportion to `parts` (integers, summing to `total`, none below 1)."""
+    scaled = [max(1, round(total * p / sum(parts))) for p in parts]
+    scaled[-1] += total - sum(scaled)
+    return scaled
+
+
+def _first_layers(kinds: list, n: int) -> list:
+    """The first n entries of a per-layer list, but one of each kind among them when the list has several
+    (hybrid models: a full-attention layer beside the linear-attention ones)."""
+    first = kinds[:n]
+    distinct = list(dict.fromkeys(x for x in kinds if isinstance(x, (str, int, bool))))
+    if len(distinct) > 1 and len(set(map(str, first))) < min(n, len(distinct)):
+        return distinct[:n] if len(distinct) >= n else distinct + first[:n - len(distinct)]
+    return first
 
 
 # ---------------------------------------------------------------------------------------------------- entries
@@ -428,7 +464,10 @@ class Worker:
             self.proc.wait()
         if not self.log.closed:
             self.log.close()
-            os.unlink(self.log.name)
+            try:
+                os.unlink(self.log.name)
+            except FileNotFoundError:
+                pass
 
 
 def _commit() -> str:
