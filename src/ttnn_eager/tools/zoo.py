@@ -44,7 +44,8 @@ SHRINK = dict(hidden=64, heads=4, kv_heads=2, head_dim=16, layers=2, ffn=128, vo
 BATCH, SEQ, MASKED = 2, 24, 6      # input_ids (2, 24), the second row's last 6 positions masked
 VISION_SIZE = 96                   # torchvision: 2x3x96x96 (or the model's native size when 96 fails on the CPU)
 
-_H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed")
+_H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed",
+      "out_hidden_size")
 _HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
           "decoder_attention_heads")
 _KV = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
@@ -63,11 +64,12 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def shrink(d: dict) -> dict:
+def shrink(d: dict, mha: bool = False) -> dict:
     """A config dict (`PretrainedConfig.to_dict()`) shrunk to issue 23's sizes, sub-configs (nested dicts
     with a model_type) too. Per-layer lists (layer_types, ...) as long as the layer count keep their first
-    2 entries. Only keys the config has are set, and only integers (None stays None: "not used")."""
-    s = SHRINK
+    2 entries. Only keys the config has are set, and only integers (None stays None: "not used").
+    mha: key-value heads = heads (for configs that refuse grouped-query attention)."""
+    s = dict(SHRINK, kv_heads=SHRINK["heads"]) if mha else SHRINK
     out = dict(d)
     n_layers = {out[k] for k in _LAYERS if _is_int(out.get(k))}
     for keys, value in ((_H, s["hidden"]), (_HEADS, s["heads"]), (_KV, s["kv_heads"]), (_LAYERS, s["layers"]),
@@ -87,7 +89,7 @@ def shrink(d: dict) -> dict:
             out[k] = 1
     for k, v in list(out.items()):
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
-            out[k] = shrink(v)
+            out[k] = shrink(v, mha)
         elif isinstance(v, dict) and isinstance(v.get("mrope_section"), list):  # rotary sections: head size / 2
             out[k] = dict(v, mrope_section=_split(s["head_dim"] // 2, v["mrope_section"]))
         elif isinstance(v, list) and n_layers and len(v) in n_layers and len(v) > s["layers"]:
@@ -164,27 +166,50 @@ def _build_transformers(model_type: str, seed: int = 0):
     if isinstance(class_name, (tuple, list)):
         class_name = class_name[0]
     cfg_class = CONFIG_MAPPING[model_type]
-    cfg = cfg_class.from_dict(shrink(cfg_class().to_dict()))
+    try:
+        cfg = cfg_class.from_dict(shrink(cfg_class().to_dict()))
+    except Exception as e:  # noqa: BLE001  (a config that refuses grouped-query attention: heads = kv heads)
+        if "key_value" not in str(e) and "kv_heads" not in str(e):
+            raise
+        cfg = cfg_class.from_dict(shrink(cfg_class().to_dict(), mha=True))
     torch.manual_seed(seed)
     model = getattr(transformers, class_name)(cfg).eval()
+    return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
+
+
+class _Candidates(list):
+    """Input sets to try in order: the first the CPU forward accepts is the model's (run_one)."""
+
+
+def _transformers_inputs(model, cfg, seed: int) -> list:
+    """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
+    (dual encoders such as CLIP need both); an image alone; audio samples alone."""
     ids, mask = _ids(seed)
     params = inspect.signature(model.forward).parameters
-    inputs = {}
-    if "input_ids" in params:
-        inputs["input_ids"] = ids
-        if "attention_mask" in params:
-            inputs["attention_mask"] = mask
-        if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-            inputs["decoder_input_ids"] = ids
-    elif "pixel_values" in params:  # vision towers: an image of the config's size
+    g = torch.Generator().manual_seed(seed)
+    pixels = None
+    if "pixel_values" in params:  # an image of the config's size
         vc = getattr(cfg, "vision_config", None) or cfg
         size = getattr(vc, "image_size", 224)
         size = size[0] if isinstance(size, (list, tuple)) else size
-        g = torch.Generator().manual_seed(seed)
-        inputs["pixel_values"] = torch.randn(BATCH, getattr(vc, "num_channels", 3), size, size, generator=g)
-    elif "input_values" in params:  # audio: 0.2 s at 16 kHz
-        inputs["input_values"] = torch.randn(BATCH, 3200, generator=torch.Generator().manual_seed(seed))
-    return model, inputs, class_name
+        if isinstance(size, dict):
+            size = size.get("height", 224)
+        pixels = torch.randn(BATCH, getattr(vc, "num_channels", 3), size, size, generator=g)
+    out = []
+    if "input_ids" in params:
+        text = {"input_ids": ids}
+        if "attention_mask" in params:
+            text["attention_mask"] = mask
+        if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+            text["decoder_input_ids"] = ids
+        out.append(text)
+        if pixels is not None:
+            out.append(dict(text, pixel_values=pixels))
+    if pixels is not None:
+        out.append({"pixel_values": pixels})
+    if "input_values" in params:  # audio: 0.2 s at 16 kHz
+        out.append({"input_values": torch.randn(BATCH, 3200, generator=g)})
+    return out or [{}]
 
 
 def _build_torchvision(name: str, seed: int = 0):
@@ -339,8 +364,16 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
                 model, inputs, cls = build(name, seed)
                 rec["class"] = cls
                 rec["params"] = sum(p.numel() for p in model.parameters())
-                with torch.no_grad():
-                    model(**inputs)
+                for k, candidate in enumerate(inputs if isinstance(inputs, _Candidates) else [inputs]):
+                    try:
+                        with torch.no_grad():
+                            model(**candidate)
+                        inputs = candidate
+                        break
+                    except Exception:
+                        if k == len(inputs) - 1 or not isinstance(inputs, _Candidates):
+                            raise
+                rec["inputs"] = sorted(inputs)
             except Exception as e:
                 rec.update(status="cpu fails", error=_error_text(e))
                 return rec
