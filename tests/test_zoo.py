@@ -66,3 +66,48 @@ def test_worker_crash_and_timeout_recorded_and_the_run_continues(tmp_path):
     assert again["results"] == res and zoo.load(path)["results"] == res
     md = zoo.zoo_md(again)
     assert "| crash | 1 |" in md and "| timeout | 1 |" in md and "| clean | 1 |" in md
+
+
+# ----------------------------------------------------------------------------------------------- fallback fidelity
+def _served_by_the_fallback() -> list:
+    """The aten ops the CPU fallback served in the committed sweep (docs/zoo.json)."""
+    data = zoo.load(zoo.JSON)
+    return sorted({op for r in data["results"].values() for op in (r.get("fallbacks") or {})})
+
+
+# aten packets whose OpInfos are named after the Python function (every variant of the name)
+OPINFO_NAMES = {"index": "__getitem__", "convolution": ("nn.functional.conv1d", "nn.functional.conv2d"),
+                "upsample_bilinear2d": "nn.functional.interpolate", "upsample_linear1d": "nn.functional.interpolate",
+                "upsample_nearest2d": "nn.functional.interpolate", "upsample_bicubic2d": "nn.functional.interpolate",
+                "im2col": "nn.functional.unfold", "col2im": "nn.functional.fold", "scatter_reduce": "scatter_reduce",
+                "_weight_norm_interface": "_weight_norm_interface", "roll": "roll", "polar": "polar"}
+
+
+def _opinfos(packet: str) -> list:
+    from torch.testing._internal.common_methods_invocations import op_db
+    names = OPINFO_NAMES.get(packet)
+    if names is None:
+        return [op for op in op_db if (op.aten_name or op.name) == packet and not op.variant_test_name]
+    names = (names,) if isinstance(names, str) else names
+    return [op for op in op_db if op.name in names]
+
+
+@pytest.mark.parametrize("aten_op", _served_by_the_fallback())
+def test_every_op_the_sweep_sent_to_the_fallback_gives_the_cpus_answer(aten_op):
+    """Issue 23 item 6: each op the zoo's forwards ran on the CPU fallback, on PyTorch's OpInfo samples
+    (float32, int64, bool where the op takes them; the first 3 of each), gives the CPU's dtypes, shapes and
+    values on ttnn:0 (on the fallback or a lowering, whichever serves it now)."""
+    from ttnn_eager.tools import opinfo
+    ops = _opinfos(aten_op.split(".")[1])
+    if not ops:
+        pytest.skip(f"{aten_op}: no OpInfo samples (the routing ops: tests/test_moe.py FALLBACK_TABLE; weight_norm: tests/test_dispatch.py)")
+    ran = 0
+    for op in ops:
+        for dtype in opinfo._dtypes(op):
+            for i, sample in enumerate(opinfo._samples(op, dtype, cap=3)):
+                if opinfo.expected_failure(opinfo.full_name(op), str(dtype).split(".")[-1], i):
+                    continue
+                status, detail = opinfo.run_sample(op, sample)
+                assert status in ("pass", "refused"), f"{op.name} {dtype} sample {i}: {detail}"
+                ran += 1
+    assert ran > 0
