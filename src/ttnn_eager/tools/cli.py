@@ -21,7 +21,7 @@
     ttnn-eager docs [--check] [--models] [--zoo]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or
                     check them); --models: docs/models.md, the Hugging Face family matrix (measured); --zoo:
                     docs/zoo.md from docs/zoo.json (and docs/zoo_vision.json)
-    ttnn-eager zoo [--vision] [--json PATH] [--only A,B] [--limit N] [--shuffle] [--timeout S] [--redo] [--recycle N]
+    ttnn-eager zoo [--vision] [--json PATH] [--only A,B] [--limit N] [--shuffle] [--timeout S] [--redo] [--redo-class C] [--recycle N]
                     [--nice N] [--docs]   every transformers model type (--vision: torchvision model) on
                     ttnn:0 against the CPU, in a worker subprocess (crashes and timeouts recorded), resumable
 """
@@ -319,7 +319,8 @@ def cmd_zoo(args) -> int:
     if args.limit:
         names = names[:args.limit]
     data = zoo.sweep(names, path, timeout=args.timeout, redo=args.redo, recycle=args.recycle, nice=args.nice,
-                     source=source, log=lambda m: print(m, file=sys.stderr, flush=True))
+                     source=source, log=lambda m: print(m, file=sys.stderr, flush=True),
+                     redo_classes=tuple(args.redo_class or ()))
     if args.docs:
         zoo.write_doc()
     tot = zoo.totals(data["results"])
@@ -410,6 +411,8 @@ def main(argv=None) -> int:
     p.add_argument("--shuffle", action="store_true", help="in a seeded random order (a partial run: a sample)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds per model (default 180)")
     p.add_argument("--redo", action="store_true", help="measure entries already in the JSON again")
+    p.add_argument("--redo-class", action="append", help="measure again the entries of this class ('cpu fails', "
+                   "'crash', ...; repeatable)")
     p.add_argument("--recycle", type=int, default=20, help="restart the worker every N models (0: never)")
     p.add_argument("--nice", type=int, default=0, help="niceness of the worker")
     p.add_argument("--docs", action="store_true", help="then write docs/zoo.md")

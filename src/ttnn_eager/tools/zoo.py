@@ -88,10 +88,13 @@ def shrink(d: dict, mha: bool = False) -> dict:
         if _is_int(out.get(k)):
             out[k] = 1
     for k, v in list(out.items()):
-        if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
+        if isinstance(v, dict) and v and n_layers and all(str(x).isdigit() for x in v):  # per-layer settings
+            out[k] = {x: y for x, y in v.items() if int(x) < s["layers"]}
+        elif isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             out[k] = shrink(v, mha)
-        elif isinstance(v, dict) and isinstance(v.get("mrope_section"), list):  # rotary sections: head size / 2
-            out[k] = dict(v, mrope_section=_split(s["head_dim"] // 2, v["mrope_section"]))
+        elif isinstance(v, dict) and isinstance(v.get("mrope_section"), list):  # rotary sections: rotary size / 2
+            rotary = s["head_dim"] * v.get("partial_rotary_factor", out.get("partial_rotary_factor", 1.0) or 1.0)
+            out[k] = dict(v, mrope_section=_split(int(rotary) // 2, v["mrope_section"]))
         elif isinstance(v, list) and n_layers and len(v) in n_layers and len(v) > s["layers"]:
             out[k] = _first_layers(v, s["layers"])
         elif k in ("out_features", "out_indices") and v is not None and n_layers:
@@ -207,8 +210,8 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
             out.append(dict(text, pixel_values=pixels))
     if pixels is not None:
         out.append({"pixel_values": pixels})
-    if "input_values" in params:  # audio: 0.2 s at 16 kHz
-        out.append({"input_values": torch.randn(BATCH, 3200, generator=g)})
+    if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
+        out.append({"input_values": torch.randn(BATCH, 3840, generator=g)})
     return out or [{}]
 
 
@@ -531,10 +534,11 @@ def save(data: dict, path: str) -> None:
 
 
 def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = False, recycle: int = 20,
-          nice: int = 0, source: str = "transformers", log=None) -> dict:
+          nice: int = 0, source: str = "transformers", log=None, redo_classes=()) -> dict:
     """Run `names` through a worker subprocess, one after another; a crash or a timeout is that entry's
     result and the worker restarts. With `path`, results already there are kept (resume) and the JSON is
-    rewritten after every entry. The worker is also restarted every `recycle` entries (0: never)."""
+    rewritten after every entry (`redo_classes`: those of these classes are measured again). The worker is
+    also restarted every `recycle` entries (0: never)."""
     import torch as _torch
     data = load(path)
     results = data.setdefault("results", {})
@@ -549,7 +553,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
         meta["torchvision"] = torchvision.__version__
     except ImportError:
         pass
-    todo = [n for n in names if redo or n not in results]
+    todo = [n for n in names if redo or n not in results or results[n].get("class_") in redo_classes]
     meta["entries"] = max(meta.get("entries", 0), len(names)) if not redo else len(names)
     worker = None
     try:
