@@ -221,7 +221,7 @@ def _build_torchvision(name: str, seed: int = 0):
     kind = _vision_kind(name)
     torch.manual_seed(seed)
     kw = {"weights": None}
-    if kind == "detection":
+    if kind in ("detection", "segmentation"):
         kw.update(weights_backbone=None, num_classes=10)
     model = torchvision.models.get_model(name, **kw).eval()
     g = torch.Generator().manual_seed(seed + 1)
@@ -348,9 +348,14 @@ def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
 
 
 def _error_text(e: BaseException) -> str:
-    lines = [ln for ln in str(e).splitlines() if ln.strip()]
-    fatal = [ln for ln in lines if "TT_FATAL" in ln or "TT_THROW" in ln]
-    return f"{type(e).__name__}: {(fatal or lines or [''])[0].strip()[:300]}"
+    """The error's type and first line; for ttnn's TT_FATAL / TT_THROW, its location and its "info:" line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    fatal = [i for i, ln in enumerate(lines) if "TT_FATAL" in ln or "TT_THROW" in ln]
+    if fatal:
+        i = fatal[0]
+        info = lines[i + 2] if i + 2 < len(lines) and lines[i + 1] == "info:" else ""
+        return f"{type(e).__name__}: {lines[i][:200]}{' -- ' + info[:200] if info else ''}"
+    return f"{type(e).__name__}: {(lines or [''])[0][:300]}"
 
 
 def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
