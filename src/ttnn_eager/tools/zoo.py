@@ -28,6 +28,7 @@ import collections
 import inspect
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -45,7 +46,7 @@ BATCH, SEQ, MASKED = 2, 24, 6      # input_ids (2, 24), the second row's last 6 
 VISION_SIZE = 96                   # torchvision: 2x3x96x96 (or the model's native size when 96 fails on the CPU)
 
 _H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed",
-      "out_hidden_size")
+      "out_hidden_size", "text_hidden_size", "audio_hidden_size", "vision_hidden_size")
 _HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
           "decoder_attention_heads")
 _KV = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
@@ -169,12 +170,7 @@ def _build_transformers(model_type: str, seed: int = 0):
     if isinstance(class_name, (tuple, list)):
         class_name = class_name[0]
     cfg_class = CONFIG_MAPPING[model_type]
-    try:
-        cfg = cfg_class.from_dict(shrink(cfg_class().to_dict()))
-    except Exception as e:  # noqa: BLE001  (a config that refuses grouped-query attention: heads = kv heads)
-        if "key_value" not in str(e) and "kv_heads" not in str(e):
-            raise
-        cfg = cfg_class.from_dict(shrink(cfg_class().to_dict(), mha=True))
+    cfg = _config(cfg_class)
     torch.manual_seed(seed)
     model = getattr(transformers, class_name)(cfg).eval()
     return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
@@ -211,8 +207,32 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     if pixels is not None:
         out.append({"pixel_values": pixels})
     if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
-        out.append({"input_values": torch.randn(BATCH, 3840, generator=g)})
+        wave = torch.randn(BATCH, 3840, generator=g)
+        out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
     return out or [{}]
+
+
+def _config(cfg_class):
+    """The shrunk config; a config that refuses grouped-query attention gets key-value heads = heads, and
+    one whose validation says "`a.b` (N) must match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
+    d = shrink(cfg_class().to_dict())
+    for _ in range(6):
+        try:
+            return cfg_class.from_dict(d)
+        except Exception as e:  # noqa: BLE001
+            text = str(e)
+            tied = re.search(r"`([\w.]+)` \(\d+\)[^`]*must (?:match|equal) `([\w.]+)(?: // (\d+))?` \((\d+)\)", text)
+            if "key_value" in text or "kv_heads" in text:
+                d = shrink(cfg_class().to_dict(), mha=True)
+            elif tied:
+                node = d
+                *path, key = tied.group(1).split(".")
+                for p in path:
+                    node = node[p]
+                node[key] = int(tied.group(4))
+            else:
+                raise
+    return cfg_class.from_dict(d)
 
 
 def _build_torchvision(name: str, seed: int = 0):
