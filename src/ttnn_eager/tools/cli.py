@@ -412,7 +412,7 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=180.0, help="seconds per model (default 180)")
     p.add_argument("--redo", action="store_true", help="measure entries already in the JSON again")
     p.add_argument("--redo-class", action="append", help="measure again the entries of this class ('cpu fails', "
-                   "'crash', ...; repeatable)")
+                   "'crash', ...; repeatable) measured at another commit")
     p.add_argument("--recycle", type=int, default=20, help="restart the worker every N models (0: never)")
     p.add_argument("--nice", type=int, default=0, help="niceness of the worker")
     p.add_argument("--docs", action="store_true", help="then write docs/zoo.md")

@@ -562,8 +562,8 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
           nice: int = 0, source: str = "transformers", log=None, redo_classes=()) -> dict:
     """Run `names` through a worker subprocess, one after another; a crash or a timeout is that entry's
     result and the worker restarts. With `path`, results already there are kept (resume) and the JSON is
-    rewritten after every entry (`redo_classes`: those of these classes are measured again). The worker is
-    also restarted every `recycle` entries (0: never)."""
+    rewritten after every entry (`redo_classes`: those of these classes measured at another commit are
+    measured again). The worker is also restarted every `recycle` entries (0: never)."""
     import torch as _torch
     data = load(path)
     results = data.setdefault("results", {})
@@ -578,7 +578,8 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
         meta["torchvision"] = torchvision.__version__
     except ImportError:
         pass
-    todo = [n for n in names if redo or n not in results or results[n].get("class_") in redo_classes]
+    todo = [n for n in names if redo or n not in results
+            or results[n].get("class_") in redo_classes and results[n].get("commit") != commit]
     meta["entries"] = max(meta.get("entries", 0), len(names)) if not redo else len(names)
     worker = None
     try:
