@@ -80,7 +80,8 @@ OPINFO_NAMES = {"index": "__getitem__", "convolution": ("nn.functional.conv1d", 
                 "upsample_bilinear2d": "nn.functional.interpolate", "upsample_linear1d": "nn.functional.interpolate",
                 "upsample_nearest2d": "nn.functional.interpolate", "upsample_bicubic2d": "nn.functional.interpolate",
                 "im2col": "nn.functional.unfold", "col2im": "nn.functional.fold", "scatter_reduce": "scatter_reduce",
-                "_weight_norm_interface": "_weight_norm_interface", "roll": "roll", "polar": "polar"}
+                "_weight_norm_interface": "_weight_norm_interface", "roll": "roll", "polar": "polar",
+                "_unique2": "unique"}
 
 
 def _opinfos(packet: str) -> list:
