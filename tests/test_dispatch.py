@@ -209,6 +209,26 @@ def test_allowlisted_decompositions_run_on_the_device_not_the_fallback():
     torch.testing.assert_close(z.cpu(), torch.nn.functional.hardtanh(x, -0.5, 0.5), atol=0.01, rtol=0.01)
 
 
+def test_weight_norm_runs_on_the_device():
+    """torch.nn.utils.parametrizations.weight_norm (wav2vec2-style positional convolutions, every forward):
+    _weight_norm_interface and norm decompose into lowered ops (issue 23's zoo found them on the fallback)."""
+    torch.manual_seed(0)
+    for d in (0, 1, -1):
+        conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(8, 16, 5), dim=d)
+        g, v = conv.parametrizations.weight.original0.detach(), conv.parametrizations.weight.original1.detach()
+        ref = torch._weight_norm(v, g, d)
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            out = torch._weight_norm(v.to("ttnn:0"), g.to("ttnn:0"), d)
+        assert rec.fallbacks == {} and "aten.linalg_vector_norm.default" in rec.aten
+        assert out.shape == ref.shape and out.dtype == ref.dtype
+        torch.testing.assert_close(out.cpu(), ref, atol=0.01, rtol=0.01)
+    x = torch.randn(3, 40)
+    with ttnn_eager.strict():
+        for args in [(), (2, 1, True), (1, 0)]:
+            torch.testing.assert_close(torch.norm(x.to("ttnn:0"), *args).cpu(), torch.norm(x, *args), rtol=0.01,
+                                       atol=0.02)
+
+
 def test_fallback_writes_lists_written_in_place_back_through_views():
     """An op that writes a list of tensors in place and returns nothing (_foreach_copy_, on the CPU fallback)
     writes each back, into views too (FSDP2's copy into split views of a flat buffer): o was left zero."""

@@ -197,6 +197,8 @@ CASES = {
     "bincount": (lambda e, w: (torch.bincount(e), torch.bincount(e, w, minlength=7)),
                  [(EXPERTS, bf(48).abs()), (ints(1, hi=1), bf(1))]),
     "one_hot": (lambda e: torch.nn.functional.one_hot(e, 5), [(EXPERTS,), (ints(2, 3, hi=5),)]),
+    # more than 256 classes: ttnn's int32 scatter refuses a TILE row that long (LongCat-Flash's 260 experts)
+    "one_hot_wide": (lambda e: torch.nn.functional.one_hot(e, 260), [(ints(2, 24, hi=260),)]),
     "index_add": (lambda x, i, s: (x.index_add(0, i, s, alpha=2), x.t().index_add(1, i, s.t())),
                   [(bf(6, 5), torch.tensor([0, 2, 2, 5]), bf(4, 5, seed=1)),
                    (bf(40, 33), ints(50, hi=40), bf(50, 33, seed=2))]),

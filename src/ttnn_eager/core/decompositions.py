@@ -26,6 +26,9 @@ ALLOWLIST = [
     aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
     aten.nll_loss_forward, aten.nll_loss2d_forward, aten.multi_margin_loss, aten.multilabel_margin_loss_forward,
     aten.repeat, aten.baddbmm,
+    # weight normalization (torch.nn.utils.weight_norm, parametrizations.weight_norm): v * g / |v|, computed
+    # at every forward (the convolutional positional embedding of wav2vec2-style audio models, issue 23)
+    aten._weight_norm_interface, aten.norm,  # (norm: what weight_norm over dim != 0 calls; linalg_vector_norm)
     # backward ops of lowered forward ops (training: docs/training.md)
     aten.tanh_backward,
     aten.sigmoid_backward,

@@ -18,8 +18,12 @@
     ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
     ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static]
                     [--mode greedy|sample|beam] [--float32-storage bfloat16|float32] [--strict] [--json]
-    ttnn-eager docs [--check] [--models]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or check
-                    them); --models: docs/models.md, the Hugging Face family matrix (measured)
+    ttnn-eager docs [--check] [--models] [--zoo]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or
+                    check them); --models: docs/models.md, the Hugging Face family matrix (measured); --zoo:
+                    docs/zoo.md from docs/zoo.json (and docs/zoo_vision.json)
+    ttnn-eager zoo [--vision] [--json PATH] [--only A,B] [--limit N] [--shuffle] [--timeout S] [--redo] [--redo-class C] [--recycle N]
+                    [--nice N] [--docs]   every transformers model type (--vision: torchvision model) on
+                    ttnn:0 against the CPU, in a worker subprocess (crashes and timeouts recorded), resumable
 """
 from __future__ import annotations
 
@@ -241,6 +245,10 @@ def cmd_generate(args) -> int:
 
 def cmd_docs(args) -> int:
     from . import docs
+    if args.zoo:  # from the measured JSON
+        from . import zoo
+        zoo.write_doc()
+        return 0
     if args.models:  # measured, so slow (minutes): only on request
         import os
         from . import models
@@ -293,6 +301,30 @@ def cmd_modules(args) -> int:
     if args.docs:
         docs.write_all(bert=False)
     print(json.dumps(modules_check.summary(results)))
+    return 0
+
+
+def cmd_zoo(args) -> int:
+    from . import zoo
+    source = "torchvision" if args.vision else "transformers"
+    path = args.json or (zoo.VISION_JSON if args.vision else zoo.JSON)
+    names = zoo.entries(source)
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        names = [n if n.startswith(("file:", "torchvision:")) or not args.vision else f"torchvision:{n}"
+                 for n in wanted]
+    if args.shuffle:  # a partial sweep then measures a fair sample
+        import random
+        random.Random(0).shuffle(names)
+    if args.limit:
+        names = names[:args.limit]
+    data = zoo.sweep(names, path, timeout=args.timeout, redo=args.redo, recycle=args.recycle, nice=args.nice,
+                     source=source, log=lambda m: print(m, file=sys.stderr, flush=True),
+                     redo_classes=tuple(args.redo_class or ()))
+    if args.docs:
+        zoo.write_doc()
+    tot = zoo.totals(data["results"])
+    print(json.dumps({"measured": len(data["results"]), **{c: tot[c] for c in zoo.CLASSES}}))
     return 0
 
 
@@ -368,7 +400,23 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
     p.add_argument("--models", action="store_true", help="measure every Hugging Face family on the device "
                    "and write docs/models.md (minutes)")
+    p.add_argument("--zoo", action="store_true", help="write docs/zoo.md from docs/zoo.json (no measuring)")
     p.set_defaults(fn=cmd_docs)
+    p = sub.add_parser("zoo", help="every transformers model type (or torchvision model) on ttnn:0 against the "
+                       "CPU, crash- and timeout-proof, resumable JSON (docs/zoo.json)")
+    p.add_argument("--vision", action="store_true", help="torchvision's models (docs/zoo_vision.json)")
+    p.add_argument("--json", default=None, help="results file (default docs/zoo.json or docs/zoo_vision.json)")
+    p.add_argument("--only", default=None, help="comma-separated entries (model types, torchvision names)")
+    p.add_argument("--limit", type=int, default=0, help="the first N entries only")
+    p.add_argument("--shuffle", action="store_true", help="in a seeded random order (a partial run: a sample)")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds per model (default 180)")
+    p.add_argument("--redo", action="store_true", help="measure entries already in the JSON again")
+    p.add_argument("--redo-class", action="append", help="measure again the entries of this class ('cpu fails', "
+                   "'crash', ...; repeatable) measured at another commit")
+    p.add_argument("--recycle", type=int, default=20, help="restart the worker every N models (0: never)")
+    p.add_argument("--nice", type=int, default=0, help="niceness of the worker")
+    p.add_argument("--docs", action="store_true", help="then write docs/zoo.md")
+    p.set_defaults(fn=cmd_zoo)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -1,0 +1,762 @@
+"""The zoo: every model type of the installed transformers (and every torchvision model) on `ttnn:0` against
+float32 PyTorch on the CPU -- `ttnn-eager zoo`, docs/zoo.json and docs/zoo.md (issue 23).
+
+Each model type is built from its default config shrunk generically (`shrink`: hidden 64, 4 heads, 2
+key-value heads, head size 16, 2 layers, feed-forward 128, vocabulary 1024, 4 experts with 2 per token),
+with seeded weights, and run forward under `no_grad` on input_ids (2, 24) whose second row has its last 6
+positions masked, first on the CPU in float32, then on `ttnn:0`. A result (`compare`): shapes and dtypes of
+every output tensor equal to the CPU's, Pearson and max error of the float outputs (valid positions),
+the CPU fallbacks (which aten ops), aten and TT-NN op counts, the error text.
+
+A model can kill its process (a TT_FATAL, a SIGSEGV) or hang, so the models run one after another in a
+worker subprocess (`python -m ttnn_eager.tools.zoo --worker`: one entry name a line in, one JSON line
+out) that the parent restarts after a crash or a timeout, recording the crash (signal or exit code, the
+last line of its stderr) as that model's result. Results are written to the JSON after every model, so an
+interrupted sweep resumes where it stopped.
+
+    entries(source)          the names a sweep runs ("transformers", "torchvision")
+    build(name)              (CPU model, inputs, class name)
+    compare(model, inputs)   one forward on the CPU and on ttnn:0, compared
+    run_one(name)            the worker's unit: build + compare, errors as results
+    sweep(names, path, ...)  the crash- and timeout-proof driver, resumable JSON
+    classify(result)         its failure class (CLASSES)
+    zoo_md(data...)          docs/zoo.md
+"""
+from __future__ import annotations
+
+import collections
+import inspect
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from .models import pcc
+
+# issue 23's shrunk defaults
+SHRINK = dict(hidden=64, heads=4, kv_heads=2, head_dim=16, layers=2, ffn=128, vocab=1024, experts=4, per_token=2)
+BATCH, SEQ, MASKED = 2, 24, 6      # input_ids (2, 24), the second row's last 6 positions masked
+VISION_SIZE = 96                   # torchvision: 2x3x96x96 (or the model's native size when 96 fails on the CPU)
+
+_H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed",
+      "out_hidden_size", "text_hidden_size", "audio_hidden_size", "vision_hidden_size")
+_HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+          "decoder_attention_heads")
+_KV = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
+_LAYERS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+           "num_decoder_layers", "num_encoder_layers")
+_FFN = ("intermediate_size", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "ffn_hidden_size",
+        "moe_intermediate_size", "shared_expert_intermediate_size", "expert_intermediate_size")
+_HEAD_DIM = ("head_dim", "d_kv", "attention_head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+             "kv_channels")
+_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_total")
+_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k", "top_k_experts")
+_LORA = ("kv_lora_rank", "q_lora_rank")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def shrink(d: dict, mha: bool = False) -> dict:
+    """A config dict (`PretrainedConfig.to_dict()`) shrunk to issue 23's sizes, sub-configs (nested dicts
+    with a model_type) too. Per-layer lists (layer_types, ...) as long as the layer count keep their first
+    2 entries. Only keys the config has are set, and only integers (None stays None: "not used").
+    mha: key-value heads = heads (for configs that refuse grouped-query attention)."""
+    s = dict(SHRINK, kv_heads=SHRINK["heads"]) if mha else SHRINK
+    out = dict(d)
+    n_layers = {out[k] for k in _LAYERS if _is_int(out.get(k))}
+    for keys, value in ((_H, s["hidden"]), (_HEADS, s["heads"]), (_KV, s["kv_heads"]), (_LAYERS, s["layers"]),
+                        (_FFN, s["ffn"]), (_HEAD_DIM, s["head_dim"]), (_EXPERTS, s["experts"]),
+                        (_PER_TOKEN, s["per_token"]), (_LORA, 32), (("vocab_size",), s["vocab"])):
+        for k in keys:
+            if _is_int(out.get(k)) and out[k] > 0:
+                out[k] = min(out[k], value) if keys in (_EXPERTS, _PER_TOKEN, _KV) else value
+    heads = [d[k] for k in _HEADS if _is_int(d.get(k))]
+    for k in _KV:  # multi-head latent attention stays multi-head (its key-value heads = heads)
+        if _is_int(d.get(k)) and heads and d[k] == heads[0] and "kv_lora_rank" in d:
+            out[k] = s["heads"]
+    if _is_int(out.get("qk_head_dim")) and _is_int(out.get("qk_nope_head_dim")) and _is_int(out.get("qk_rope_head_dim")):
+        out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    for k in ("n_group", "topk_group", "num_expert_groups"):  # DeepSeek-style group routing over 4 experts
+        if _is_int(out.get(k)):
+            out[k] = 1
+    for k, v in list(out.items()):
+        if isinstance(v, dict) and v and n_layers and all(str(x).isdigit() for x in v):  # per-layer settings
+            out[k] = {x: y for x, y in v.items() if int(x) < s["layers"]}
+        elif isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
+            out[k] = shrink(v, mha)
+        elif isinstance(v, dict) and isinstance(v.get("mrope_section"), list):  # rotary sections: rotary size / 2
+            rotary = s["head_dim"] * v.get("partial_rotary_factor", out.get("partial_rotary_factor", 1.0) or 1.0)
+            out[k] = dict(v, mrope_section=_split(int(rotary) // 2, v["mrope_section"]))
+        elif isinstance(v, list) and n_layers and len(v) in n_layers and len(v) > s["layers"]:
+            out[k] = _first_layers(v, s["layers"])
+        elif k in ("out_features", "out_indices") and v is not None and n_layers:
+            out[k] = None  # stages named after the original depth: the default (the last stage)
+    vocab = out.get("vocab_size")
+    if _is_int(vocab):  # special tokens inside the shrunk vocabulary
+        spare = iter(range(vocab - 1, 0, -1))
+        for k, v in list(out.items()):
+            if k.endswith(("token_id", "token_index", "token_ids")):
+                if _is_int(v) and v >= vocab:
+                    out[k] = next(spare)
+                elif isinstance(v, list) and any(_is_int(x) and x >= vocab for x in v):
+                    out[k] = [next(spare) if _is_int(x) and x >= vocab else x for x in v]
+    return out
+
+
+def _split(total: int, parts: list) -> list:
+    """`total` split in proportion to `parts` (integers, summing to `total`, none below 1)."""
+    scaled = [max(1, round(total * p / sum(parts))) for p in parts]
+    scaled[-1] += total - sum(scaled)
+    return scaled
+
+
+def _first_layers(kinds: list, n: int) -> list:
+    """The first n entries of a per-layer list, but one of each kind among them when the list has several
+    (hybrid models: a full-attention layer beside the linear-attention ones)."""
+    first = kinds[:n]
+    distinct = list(dict.fromkeys(x for x in kinds if isinstance(x, (str, int, bool))))
+    if len(distinct) > 1 and len(set(map(str, first))) < min(n, len(distinct)):
+        return distinct[:n] if len(distinct) >= n else distinct + first[:n - len(distinct)]
+    return first
+
+
+# ---------------------------------------------------------------------------------------------------- entries
+def entries(source: str = "transformers") -> list:
+    if source == "transformers":
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+        return sorted(MODEL_MAPPING_NAMES)
+    if source == "torchvision":
+        import torchvision
+        return sorted(f"torchvision:{n}" for n in torchvision.models.list_models()
+                      if _vision_kind(n) in VISION_KINDS)
+    raise ValueError(f"source must be transformers or torchvision, not {source!r}")
+
+
+# torchvision's model modules whose inputs are simple (a batch of images; a clip for video)
+VISION_KINDS = ("classification", "segmentation", "video", "detection")
+
+
+def _vision_kind(name: str) -> str:
+    import torchvision.models as tvm
+    for kind, mod in (("segmentation", tvm.segmentation), ("video", tvm.video), ("detection", tvm.detection),
+                      ("optical_flow", tvm.optical_flow), ("quantization", tvm.quantization)):
+        if name in tvm.list_models(module=mod):
+            return kind
+    return "classification"
+
+
+def _ids(seed: int = 0) -> tuple:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, SHRINK["vocab"], (BATCH, SEQ), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, -MASKED:] = 0
+    return ids, mask
+
+
+def _build_transformers(model_type: str, seed: int = 0):
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    class_name = MODEL_MAPPING_NAMES[model_type]
+    if isinstance(class_name, (tuple, list)):
+        class_name = class_name[0]
+    cfg_class = CONFIG_MAPPING[model_type]
+    cfg = _config(cfg_class)
+    torch.manual_seed(seed)
+    model = getattr(transformers, class_name)(cfg).eval()
+    return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
+
+
+class _Candidates(list):
+    """Input sets to try in order: the first the CPU forward accepts is the model's (run_one)."""
+
+
+def _transformers_inputs(model, cfg, seed: int) -> list:
+    """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
+    (dual encoders such as CLIP need both); an image alone; audio samples alone."""
+    ids, mask = _ids(seed)
+    params = inspect.signature(model.forward).parameters
+    g = torch.Generator().manual_seed(seed)
+    pixels = None
+    if "pixel_values" in params:  # an image of the config's size
+        vc = getattr(cfg, "vision_config", None) or cfg
+        size = getattr(vc, "image_size", 224)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        if isinstance(size, dict):
+            size = size.get("height", 224)
+        pixels = torch.randn(BATCH, getattr(vc, "num_channels", 3), size, size, generator=g)
+    out = []
+    if "input_ids" in params:
+        text = {"input_ids": ids}
+        if "attention_mask" in params:
+            text["attention_mask"] = mask
+        if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+            text["decoder_input_ids"] = ids
+        out.append(text)
+        if pixels is not None:
+            out.append(dict(text, pixel_values=pixels))
+    if pixels is not None:
+        out.append({"pixel_values": pixels})
+    if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
+        wave = torch.randn(BATCH, 3840, generator=g)
+        out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
+    return out or [{}]
+
+
+def _config(cfg_class):
+    """The shrunk config; a config that refuses grouped-query attention gets key-value heads = heads, and
+    one whose validation says "`a.b` (N) must match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
+    d = shrink(cfg_class().to_dict())
+    for _ in range(6):
+        try:
+            return cfg_class.from_dict(d)
+        except Exception as e:  # noqa: BLE001
+            text = str(e)
+            tied = re.search(r"`([\w.]+)` \(\d+\)[^`]*must (?:match|equal) `([\w.]+)(?: // (\d+))?` \((\d+)\)", text)
+            if "key_value" in text or "kv_heads" in text:
+                d = shrink(cfg_class().to_dict(), mha=True)
+            elif tied:
+                node = d
+                *path, key = tied.group(1).split(".")
+                for p in path:
+                    node = node[p]
+                node[key] = int(tied.group(4))
+            else:
+                raise
+    return cfg_class.from_dict(d)
+
+
+def _build_torchvision(name: str, seed: int = 0):
+    import torchvision
+    from . import vision
+    kind = _vision_kind(name)
+    torch.manual_seed(seed)
+    kw = {"weights": None}
+    if kind in ("detection", "segmentation"):
+        kw.update(weights_backbone=None, num_classes=10)
+    model = torchvision.models.get_model(name, **kw).eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():  # random batch-norm statistics (vision.load's reason)
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.copy_(torch.rand(m.running_mean.shape, generator=g) * 0.2 - 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) * 0.5 + 0.75)
+    size = VISION_SIZE
+    if kind == "classification" and name.startswith(("vit_", "swin", "maxvit")):
+        size = 224  # fixed positions / windows: the native size
+    x = vision.make_input(BATCH, size, seed)
+    if kind == "video":
+        x = torch.randn(BATCH, 3, 8, 112, 112, generator=torch.Generator().manual_seed(seed))
+    if kind == "detection":
+        return model, {"images": list(x)}, type(model).__name__
+    return model, {"x": x}, type(model).__name__
+
+
+def _build_file(spec: str, seed: int = 0):
+    """file:/path/to/module.py:function -- the function returns (model, inputs) (tests' fake entries)."""
+    import importlib.util
+    path, fn = spec[len("file:"):].rsplit(":", 1)
+    sp = importlib.util.spec_from_file_location("zoo_entry_" + fn, path)
+    mod = importlib.util.module_from_spec(sp)
+    sp.loader.exec_module(mod)
+    model, inputs = getattr(mod, fn)()
+    return model, inputs, type(model).__name__
+
+
+def build(name: str, seed: int = 0):
+    """(CPU model in eval mode with seeded weights, its inputs (a dict of keyword arguments), class name)."""
+    if name.startswith("file:"):
+        return _build_file(name, seed)
+    if name.startswith("torchvision:"):
+        return _build_torchvision(name.split(":", 1)[1], seed)
+    return _build_transformers(name, seed)
+
+
+# ------------------------------------------------------------------------------------------------- comparing
+def leaves(x, prefix: str = "out") -> list:
+    """(path, tensor) of every tensor in a model's output (ModelOutput, dicts, lists, tuples; caches and
+    other objects are skipped)."""
+    if isinstance(x, torch.Tensor):
+        return [(prefix, x)]
+    if isinstance(x, dict):  # ModelOutput is an OrderedDict
+        return [leaf for k, v in x.items() for leaf in leaves(v, f"{prefix}.{k}")]
+    if isinstance(x, (list, tuple)):
+        return [leaf for i, v in enumerate(x) for leaf in leaves(v, f"{prefix}[{i}]")]
+    return []
+
+
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    return x
+
+
+def _valid(t: torch.Tensor, mask) -> torch.Tensor:
+    """The positions of a (batch, seq, ...) output that the attention mask keeps."""
+    if mask is not None and t.dim() >= 2 and tuple(t.shape[:2]) == tuple(mask.shape):
+        return t[mask.bool()]
+    return t
+
+
+def _pearson(o: torch.Tensor, r: torch.Tensor) -> float:
+    o, r = o.double().flatten(), r.double().flatten()
+    finite = torch.isfinite(r)
+    if not torch.equal(finite, torch.isfinite(o)):
+        return float("nan")
+    o, r = o[finite], r[finite]
+    if o.numel() == 0 or torch.equal(o, r):
+        return 1.0
+    if o.numel() == 1 or float(r.std()) == 0.0 or float(o.std()) == 0.0:
+        return 1.0 if torch.allclose(o, r, rtol=1e-2, atol=1e-2) else 0.0
+    return pcc(o, r)
+
+
+def compare_outputs(out, ref, mask=None) -> dict:
+    """Every output tensor of `out` (on any device) against `ref` (CPU): shapes, dtypes, Pearson (the
+    lowest over float outputs), max absolute error, on the valid positions."""
+    o_leaves, r_leaves = leaves(out), leaves(ref)
+    mismatches, pearsons, max_err = [], [], 0.0
+    if [p for p, _ in o_leaves] != [p for p, _ in r_leaves]:
+        mismatches.append(f"outputs {[p for p, _ in o_leaves]} vs CPU {[p for p, _ in r_leaves]}")
+    for (path, o), (_, r) in zip(o_leaves, r_leaves):
+        if tuple(o.shape) != tuple(r.shape):
+            mismatches.append(f"{path}: shape {tuple(o.shape)} vs CPU {tuple(r.shape)}")
+            continue
+        if o.dtype != r.dtype:
+            mismatches.append(f"{path}: dtype {o.dtype} vs CPU {r.dtype}")
+        o = _valid(o.detach().cpu(), mask)
+        r = _valid(r.detach(), mask)
+        if r.numel() == 0 or r.is_complex() or o.is_complex():
+            continue
+        pearsons.append(_pearson(o, r))
+        if r.dtype.is_floating_point or o.dtype.is_floating_point:
+            fin = torch.isfinite(r) & torch.isfinite(o.to(r.dtype))
+            if fin.any():
+                max_err = max(max_err, float((o.double()[fin] - r.double()[fin]).abs().max()))
+    return {"pearson": min(pearsons) if pearsons else None, "max_abs_err": max_err,
+            "outputs": len(r_leaves), "same_shapes_dtypes": not mismatches, "mismatches": mismatches[:5]}
+
+
+def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
+    """One forward on the CPU (float32), then one on `device` (the model moved there): compare_outputs plus
+    the CPU fallbacks and the aten and TT-NN op counts of the device forward. A device error raises."""
+    from ..features.inventory import record_ops
+    with torch.no_grad():
+        ref = model(**inputs)
+    model.to(device)
+    dinputs = _to(inputs, device)
+    with torch.no_grad(), record_ops() as rec:
+        out = model(**dinputs)
+    out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
+    r = compare_outputs(out, ref, inputs.get("attention_mask"))
+    r.update(fallbacks=dict(rec.fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
+             ttnn_ops=sum(rec.ttnn.values()))
+    return r
+
+
+def _error_text(e: BaseException) -> str:
+    """The error's type and first line; for ttnn's TT_FATAL / TT_THROW, its location and its "info:" line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    fatal = [i for i, ln in enumerate(lines) if "TT_FATAL" in ln or "TT_THROW" in ln]
+    if fatal:
+        i = fatal[0]
+        info = lines[i + 2] if i + 2 < len(lines) and lines[i + 1] == "info:" else ""
+        return f"{type(e).__name__}: {lines[i][:200]}{' -- ' + info[:200] if info else ''}"
+    return f"{type(e).__name__}: {(lines or [''])[0][:300]}"
+
+
+def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
+    """One entry, measured: build (a failure: "cpu fails"), the CPU forward (a failure: "cpu fails"), the
+    device forward (a failure: "error"). Never raises."""
+    import gc
+    import warnings
+    t0 = time.perf_counter()
+    rec = {"name": name}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                model, inputs, cls = build(name, seed)
+                rec["class"] = cls
+                rec["params"] = sum(p.numel() for p in model.parameters())
+                for k, candidate in enumerate(inputs if isinstance(inputs, _Candidates) else [inputs]):
+                    try:
+                        with torch.no_grad():
+                            model(**candidate)
+                        inputs = candidate
+                        break
+                    except Exception:
+                        if k == len(inputs) - 1 or not isinstance(inputs, _Candidates):
+                            raise
+                rec["inputs"] = sorted(inputs)
+            except Exception as e:
+                rec.update(status="cpu fails", error=_error_text(e))
+                return rec
+            try:
+                rec.update(compare(model, inputs, device))
+                rec["status"] = "ran"
+            except Exception as e:
+                from .. import counters
+                rec.update(status="error", error=_error_text(e),
+                           fallbacks={str(k): v for k, v in counters.fallback_by_op.items()})
+    finally:
+        rec["seconds"] = round(time.perf_counter() - t0, 2)
+        model = inputs = None
+        gc.collect()
+    return rec
+
+
+# --------------------------------------------------------------------------------------------- failure classes
+CLASSES = ("clean", "fallback ops", "low accuracy", "shape/dtype differs", "error", "crash", "timeout",
+           "cpu fails")
+PEARSON_MIN = 0.999
+
+
+def classify(r: dict) -> str:
+    """clean: 0 fallbacks, Pearson >= 0.999, every output's shape and dtype the CPU's."""
+    status = r.get("status")
+    if status != "ran":
+        return status
+    if not r.get("same_shapes_dtypes", False):
+        return "shape/dtype differs"
+    if r.get("fallbacks"):
+        return "fallback ops"
+    p = r.get("pearson")
+    if p is None or not p >= PEARSON_MIN:  # (NaN too)
+        return "low accuracy"
+    return "clean"
+
+
+# ------------------------------------------------------------------------------------------------- the driver
+STARTUP_TIMEOUT = 600.0  # seconds for a worker to import torch and the backend (a loaded machine)
+
+
+class Worker:
+    """A `python -m ttnn_eager.tools.zoo --worker` subprocess: entry names on its stdin, one JSON line each on
+    its stdout, its stderr in a temporary file (the crash's last words)."""
+
+    def __init__(self, nice: int = 0):
+        self.log = tempfile.NamedTemporaryFile("w+b", prefix="zoo-worker-", suffix=".log", delete=False)
+        env = dict(os.environ)
+        src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+        cmd = [sys.executable, "-m", "ttnn_eager.tools.zoo", "--worker"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env, start_new_session=True,
+                                     preexec_fn=(lambda: os.nice(nice)) if nice else None)
+        self.buf = b""
+        self.served = 0
+        self.ready = False
+
+    def _line(self, timeout: float):
+        """The worker's next line (bytes), or None at its death, or "timeout"."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            ready, _, _ = select.select([fd], [], [], min(left, 5.0))
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def ask(self, name: str, timeout: float):
+        """The worker's JSON result, or ("crash" | "timeout", detail). The timeout starts once the worker
+        has imported the backend (its "ready" line)."""
+        self.log.seek(0, os.SEEK_END)
+        start = self.log.tell()
+        if not self.ready:
+            line = self._line(STARTUP_TIMEOUT)
+            if not isinstance(line, bytes):
+                self.stop()
+                return "crash", f"the worker did not start ({line or 'it died'})"
+            self.ready = True
+        try:
+            self.proc.stdin.write((name + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return "crash", self._death(start)
+        line = self._line(timeout)
+        if line == "timeout":
+            return "timeout", f"no result in {timeout:.0f} s"
+        if line is None:
+            return "crash", self._death(start)
+        self.served += 1
+        return json.loads(line)
+
+    def _death(self, start: int) -> str:
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            code = None
+        self.log.flush()
+        self.log.seek(start)
+        tail = [ln.strip() for ln in self.log.read().decode(errors="replace").splitlines() if ln.strip()]
+        said = [ln for ln in tail if "TT_FATAL" in ln or "TT_THROW" in ln or "Error" in ln or "error" in ln]
+        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+               else f"exit code {code}")
+        return f"{how}: {(said or tail or [''])[-1][:300]}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
+            try:
+                os.unlink(self.log.name)
+            except FileNotFoundError:
+                pass
+
+
+def _commit() -> str:
+    """The commit measured (ZOO_COMMIT when the sweep runs from an exported copy of the sources)."""
+    if os.environ.get("ZOO_COMMIT"):
+        return os.environ["ZOO_COMMIT"]
+    try:
+        root = os.path.dirname(os.path.abspath(__file__))
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def load(path: str) -> dict:
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    return {"meta": {}, "results": {}}
+
+
+def save(data: dict, path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = False, recycle: int = 20,
+          nice: int = 0, source: str = "transformers", log=None, redo_classes=()) -> dict:
+    """Run `names` through a worker subprocess, one after another; a crash or a timeout is that entry's
+    result and the worker restarts. With `path`, results already there are kept (resume) and the JSON is
+    rewritten after every entry (`redo_classes`: those of these classes measured at another commit are
+    measured again). The worker is also restarted every `recycle` entries (0: never)."""
+    import torch as _torch
+    data = load(path)
+    results = data.setdefault("results", {})
+    meta = data.setdefault("meta", {})
+    commit = _commit()
+    meta.update(source=source, timeout_s=timeout, recycle=recycle, shrink=SHRINK,
+                inputs=f"({BATCH}, {SEQ}) ids, row 2's last {MASKED} masked", torch=_torch.__version__)
+    try:
+        import transformers
+        meta["transformers"] = transformers.__version__
+        import torchvision
+        meta["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    todo = [n for n in names if redo or n not in results
+            or results[n].get("class_") in redo_classes and results[n].get("commit") != commit]
+    meta["entries"] = max(meta.get("entries", 0), len(names)) if not redo else len(names)
+    worker = None
+    try:
+        for i, name in enumerate(todo):
+            if worker is None or (recycle and worker.served >= recycle):
+                if worker is not None:
+                    worker.stop()
+                worker = Worker(nice)
+            answer = worker.ask(name, timeout)
+            if isinstance(answer, tuple):
+                kind, detail = answer
+                r = {"name": name, "status": kind, "error": detail}
+                worker.stop()
+                worker = None
+            else:
+                r = answer
+            r["commit"] = commit
+            r["class_"] = classify(r)
+            results[name] = r
+            if log:
+                log(f"[{i + 1}/{len(todo)}] {name}: {r['class_']}"
+                    f"{' pearson %.5f' % r['pearson'] if r.get('pearson') is not None else ''}"
+                    f"{' fallbacks ' + ','.join(r['fallbacks']) if r.get('fallbacks') else ''}"
+                    f"{' -- ' + r['error'][:160] if r.get('error') else ''}")
+            if path:
+                save(data, path)
+    finally:
+        if worker is not None:
+            worker.stop()
+    return data
+
+
+def worker_main() -> int:
+    """The worker loop: entry names on stdin, JSON results on the original stdout (fd 1 then points to
+    stderr, so that what models print cannot break the protocol)."""
+    import warnings
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    warnings.simplefilter("ignore")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    import ttnn_eager  # noqa: F401  (the backend)
+    torch.ones(1, device="ttnn:0").cpu()  # the device opened before the first entry's clock starts
+    out.write('{"ready": true}\n')
+    out.flush()
+    for line in sys.stdin:
+        name = line.strip()
+        if not name:
+            continue
+        r = run_one(name)
+        out.write(json.dumps(r, default=str) + "\n")
+        out.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- the doc
+def _fmt_p(p) -> str:
+    return "-" if p is None else f"{p:.5f}"
+
+
+def totals(results: dict) -> collections.Counter:
+    return collections.Counter(r.get("class_") or classify(r) for r in results.values())
+
+
+def fallback_table(results: dict) -> list:
+    """(aten op, architectures where it fell back, total calls), most architectures first."""
+    archs, calls = collections.Counter(), collections.Counter()
+    for r in results.values():
+        for op, n in (r.get("fallbacks") or {}).items():
+            archs[op] += 1
+            calls[op] += n
+    return [(op, archs[op], calls[op]) for op, _ in archs.most_common()]
+
+
+# What a result means where the table alone would mislead (each measured: the command is in the note)
+NOTES = {
+    "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
+    "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
+    "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
+    "1.000000 (the fallback of `round`/`repeat_interleave` itself is faithful).",
+    "muse_spark_text": "the router computes `sigmoid(logits * 0.18)` in float32 on purpose: its values lie within "
+    "0.5 +- 0.002, below bfloat16's resolution there (2^-9), so with float32 stored as bfloat16 (the default) the "
+    "top-2 expert choice is noise (router scores Pearson 0.993, layer 0's experts 0.958). CPU bfloat16 weights "
+    "alone give 0.99975; `float32_storage=\"float32\"` gives 1.000000.",
+    "muse_spark": "its text model is muse_spark_text (the same router; not measured apart with float32 storage).",
+}
+
+
+def _section(title: str, data: dict, source: str) -> list:
+    results, meta = data.get("results", {}), data.get("meta", {})
+    tot = totals(results)
+    ran_cpu = sum(v for k, v in tot.items() if k != "cpu fails")
+    commits = collections.Counter(r.get("commit", "?") for r in results.values())
+    out = [f"## {title}\n\n",
+           f"{len(results)} of {meta.get('entries', len(results))} entries measured, at commit(s) "
+           f"{', '.join(f'`{c}` ({n})' for c, n in commits.most_common())}; torch {meta.get('torch')}, "
+           f"{source} {meta.get(source)}; a worker subprocess restarted after every crash or timeout "
+           f"({meta.get('timeout_s')} s) and every {meta.get('recycle')} entries.\n\n",
+           "| class | entries | share of those whose CPU forward runs |\n|---|---|---|\n"]
+    for c in CLASSES:
+        share = f"{100 * tot[c] / ran_cpu:.1f}%" if c != "cpu fails" and ran_cpu else "-"
+        out.append(f"| {c} | {tot[c]} | {share} |\n")
+    out.append(f"| **total** | {len(results)} | {ran_cpu} run on the CPU |\n\n")
+    fb = fallback_table(results)
+    if fb:
+        out.append("CPU fallbacks by the number of architectures where they happen (the ops to lower):\n\n"
+                   "| aten op | architectures | calls in one forward, summed |\n|---|---|---|\n")
+        out += [f"| `{op}` | {n} | {c} |\n" for op, n, c in fb]
+        out.append("\n")
+    errors = collections.Counter(r.get("error", "")[:90] for r in results.values()
+                                 if (r.get("class_") or classify(r)) in ("error", "crash", "timeout"))
+    if errors:
+        out.append("Errors, crashes and timeouts by their text (first 90 characters):\n\n"
+                   "| entries | error |\n|---|---|\n")
+        out += [f"| {n} | {e.replace('|', '/')} |\n" for e, n in errors.most_common()]
+        out.append("\n")
+    notes = [n for n in sorted(results) if n in NOTES]
+    if notes:
+        out.append("Notes:\n\n" + "".join(f"- **{n}**: {NOTES[n]}\n" for n in notes) + "\n")
+    out.append("| entry | class | result | Pearson | max abs err | fallbacks (aten op x calls) | aten / TT-NN ops "
+               "| error or difference |\n|---|---|---|---|---|---|---|---|\n")
+    for name in sorted(results):
+        r = results[name]
+        fbs = ", ".join(f"`{k}` x{v}" for k, v in (r.get("fallbacks") or {}).items()) or "0"
+        ops = f"{r['aten_ops']} / {r['ttnn_ops']}" if "ttnn_ops" in r else "-"
+        err = (r.get("error") or "; ".join(r.get("mismatches") or [])).replace("|", "/").replace("\n", " ")
+        err_s = err[:200] + ("..." if len(err) > 200 else "")
+        maxe = f"{r['max_abs_err']:.3g}" if r.get("max_abs_err") is not None else "-"
+        out.append(f"| {name.split(':', 1)[-1]} (`{r.get('class', '?')}`) | {r.get('class_') or classify(r)} | "
+                   f"{r.get('status')} | {_fmt_p(r.get('pearson'))} | {maxe} | {fbs} | {ops} | {err_s} |\n")
+    return out
+
+
+def zoo_md(data: dict, vision: dict | None = None) -> str:
+    s = SHRINK
+    out = ["<!-- generated by `ttnn-eager zoo --docs` / `ttnn-eager docs --zoo` (src/ttnn_eager/tools/zoo.py) "
+           "from docs/zoo.json (and docs/zoo_vision.json); do not edit by hand -->\n\n",
+           "# The zoo: every transformers model type (and torchvision model) on `ttnn:0`\n\n",
+           "Each model type of `transformers.models.auto.modeling_auto.MODEL_MAPPING_NAMES`, its default config "
+           f"shrunk generically (hidden {s['hidden']}, {s['heads']} heads, {s['kv_heads']} key-value heads, head "
+           f"size {s['head_dim']}, {s['layers']} layers, feed-forward {s['ffn']}, vocabulary {s['vocab']}, "
+           f"{s['experts']} experts with {s['per_token']} per token; sub-configs too), seeded weights, forward "
+           f"under `no_grad` on input_ids ({BATCH}, {SEQ}) with the second row's last {MASKED} positions masked "
+           "(pixel_values / input_values for models that take no input_ids), first in float32 on the CPU, then on "
+           "`ttnn:0` (default storage: float32 as bfloat16). Every output tensor is compared on the valid "
+           "positions: shape and dtype, Pearson (the lowest over the outputs), max absolute error.\n\n",
+           "Classes: **clean** = 0 CPU fallbacks, Pearson >= 0.999 and every output's shape and dtype the "
+           "CPU's; **fallback ops** = ran, with CPU fallbacks; **low accuracy** = no fallback, Pearson < 0.999; "
+           "**shape/dtype differs** = an output's shape or dtype is not the CPU's (a wrong answer); **error** = the "
+           "device forward raised; **crash** = the process died (TT_FATAL, signal); **timeout**; **cpu fails** "
+           "= the model cannot be built or run this way on the CPU (not counted in the shares).\n\n",
+           "Reproduce: `ttnn-eager zoo [--vision] [--only a,b] [--timeout S] [--docs]` (resumes from the JSON; "
+           "`--redo` measures again).\n\n"]
+    out += _section("transformers", data, "transformers")
+    if vision and vision.get("results"):
+        out.append("\n")
+        out += _section("torchvision (classification 2x3x96x96, ViT/Swin/MaxViT 224; video 2x3x8x112x112; "
+                        "segmentation and detection 2 images 3x96x96, 10 classes)", vision, "torchvision")
+        out.append("\nDetection outputs are boxes chosen by thresholds and non-maximum suppression on random "
+                   "weights: a low Pearson there says that some other boxes were kept, not that an op is wrong.\n")
+    return "".join(out)
+
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                    "docs")
+JSON = os.path.join(DOCS, "zoo.json")
+VISION_JSON = os.path.join(DOCS, "zoo_vision.json")
+
+
+def write_doc(path: str | None = None, json_path: str = JSON, vision_path: str = VISION_JSON) -> str:
+    text = zoo_md(load(json_path), load(vision_path))
+    with open(path or os.path.join(DOCS, "zoo.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        sys.exit(worker_main())
+    sys.exit("usage: ttnn-eager zoo (this module's own entry point is the worker: --worker)")

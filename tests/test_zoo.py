@@ -1,0 +1,114 @@
+"""The zoo (`ttnn-eager zoo`, src/ttnn_eager/tools/zoo.py): a sampled subset of transformers families through
+the worker's own unit (run_one), the comparison helpers, and the driver surviving a worker that dies or
+hangs (fake entries in tests/zoo_fakes.py), recording it, and resuming from its JSON."""
+import os
+
+import pytest
+import torch
+
+from ttnn_eager.tools import zoo
+
+FAKES = os.path.join(os.path.dirname(__file__), "zoo_fakes.py")
+
+
+def test_shrink_sets_issue_sizes_and_sub_configs():
+    d = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+         "intermediate_size": 11008, "vocab_size": 32000, "head_dim": 128, "num_local_experts": 8,
+         "num_experts_per_tok": 2, "layer_types": ["full", "sliding"] * 16, "n_inner": None,
+         "rope_theta": 10000.0, "text_config": {"model_type": "x", "d_model": 512, "num_layers": 6}}
+    s = zoo.shrink(d)
+    assert (s["hidden_size"], s["num_attention_heads"], s["num_key_value_heads"], s["num_hidden_layers"],
+            s["intermediate_size"], s["vocab_size"], s["head_dim"], s["num_local_experts"],
+            s["num_experts_per_tok"]) == (64, 4, 2, 2, 128, 1024, 16, 4, 2)
+    assert s["layer_types"] == ["full", "sliding"] and s["n_inner"] is None and s["rope_theta"] == 10000.0
+    assert (s["text_config"]["d_model"], s["text_config"]["num_layers"]) == (64, 2)
+
+
+def test_compare_outputs_finds_shape_and_dtype_differences():
+    ref = {"a": torch.randn(2, 24, 8), "b": torch.arange(6)}
+    good = zoo.compare_outputs({"a": ref["a"] + 1e-4, "b": ref["b"].clone()}, ref)
+    assert good["same_shapes_dtypes"] and good["pearson"] > 0.9999 and good["max_abs_err"] < 2e-4
+    bad = zoo.compare_outputs({"a": ref["a"][:, :23], "b": ref["b"].int()}, ref)
+    assert not bad["same_shapes_dtypes"] and len(bad["mismatches"]) == 2
+    mask = torch.ones(2, 24, dtype=torch.long)
+    mask[1, -6:] = 0
+    noisy = ref["a"].clone()
+    noisy[1, -6:] = 1e6  # masked positions are not compared
+    assert zoo.compare_outputs({"a": noisy, "b": ref["b"]}, ref, mask)["pearson"] > 0.9999
+    assert zoo.classify({"status": "ran", "same_shapes_dtypes": False, "pearson": 1.0}) == "shape/dtype differs"
+    assert zoo.classify({"status": "ran", "same_shapes_dtypes": True, "pearson": 0.9999, "fallbacks": {}}) == "clean"
+
+
+@pytest.mark.parametrize("model_type", ["bert", "llama", "qwen3_moe"])
+def test_sampled_families_clean(model_type):
+    """A few families, sampled from the zoo: a dense encoder, a rotary decoder with grouped-query
+    attention, a mixture of experts -- through the worker's unit, with issue 23's inputs."""
+    r = zoo.run_one(model_type)
+    assert r["status"] == "ran", r.get("error")
+    assert r["same_shapes_dtypes"], r["mismatches"]
+    assert r["fallbacks"] == {}
+    assert r["pearson"] >= zoo.PEARSON_MIN
+    assert r["ttnn_ops"] > 10 and r["aten_ops"] > 10
+    assert zoo.classify(r) == "clean"
+
+
+def test_worker_crash_and_timeout_recorded_and_the_run_continues(tmp_path):
+    path = str(tmp_path / "zoo.json")
+    names = [f"file:{FAKES}:segv", f"file:{FAKES}:hangs", f"file:{FAKES}:tiny"]
+    data = zoo.sweep(names, path, timeout=8, recycle=0)
+    res = data["results"]
+    assert res[names[0]]["status"] == "crash" and "SIGSEGV" in res[names[0]]["error"]
+    assert res[names[1]]["status"] == "timeout"
+    tiny = res[names[2]]
+    assert tiny["status"] == "ran" and tiny["class_"] == "clean" and tiny["pearson"] > 0.999, tiny
+    # resumable: the JSON has every result, and a second sweep measures nothing again
+    again = zoo.sweep(names, path, timeout=4)
+    assert again["results"] == res and zoo.load(path)["results"] == res
+    md = zoo.zoo_md(again)
+    assert "| crash | 1 |" in md and "| timeout | 1 |" in md and "| clean | 1 |" in md
+
+
+# ----------------------------------------------------------------------------------------------- fallback fidelity
+def _served_by_the_fallback() -> list:
+    """The aten ops the CPU fallback served in the committed sweep (docs/zoo.json)."""
+    data = zoo.load(zoo.JSON)
+    return sorted({op for r in data["results"].values() for op in (r.get("fallbacks") or {})})
+
+
+# aten packets whose OpInfos are named after the Python function (every variant of the name)
+OPINFO_NAMES = {"index": "__getitem__", "convolution": ("nn.functional.conv1d", "nn.functional.conv2d"),
+                "upsample_bilinear2d": "nn.functional.interpolate", "upsample_linear1d": "nn.functional.interpolate",
+                "upsample_nearest2d": "nn.functional.interpolate", "upsample_bicubic2d": "nn.functional.interpolate",
+                "im2col": "nn.functional.unfold", "col2im": "nn.functional.fold", "scatter_reduce": "scatter_reduce",
+                "_weight_norm_interface": "_weight_norm_interface", "roll": "roll", "polar": "polar",
+                "_unique2": "unique"}
+
+
+def _opinfos(packet: str) -> list:
+    from torch.testing._internal.common_methods_invocations import op_db
+    names = OPINFO_NAMES.get(packet)
+    if names is None:
+        return [op for op in op_db if (op.aten_name or op.name) == packet and not op.variant_test_name]
+    names = (names,) if isinstance(names, str) else names
+    return [op for op in op_db if op.name in names]
+
+
+@pytest.mark.parametrize("aten_op", _served_by_the_fallback())
+def test_every_op_the_sweep_sent_to_the_fallback_gives_the_cpus_answer(aten_op):
+    """Issue 23 item 6: each op the zoo's forwards ran on the CPU fallback, on PyTorch's OpInfo samples
+    (float32, int64, bool where the op takes them; the first 3 of each), gives the CPU's dtypes, shapes and
+    values on ttnn:0 (on the fallback or a lowering, whichever serves it now)."""
+    from ttnn_eager.tools import opinfo
+    ops = _opinfos(aten_op.split(".")[1])
+    if not ops:
+        pytest.skip(f"{aten_op}: no OpInfo samples (the routing ops: tests/test_moe.py FALLBACK_TABLE; weight_norm: tests/test_dispatch.py)")
+    ran = 0
+    for op in ops:
+        for dtype in opinfo._dtypes(op):
+            for i, sample in enumerate(opinfo._samples(op, dtype, cap=3)):
+                if opinfo.expected_failure(opinfo.full_name(op), str(dtype).split(".")[-1], i):
+                    continue
+                status, detail = opinfo.run_sample(op, sample)
+                assert status in ("pass", "refused"), f"{op.name} {dtype} sample {i}: {detail}"
+                ran += 1
+    assert ran > 0
