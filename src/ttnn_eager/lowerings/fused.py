@@ -97,7 +97,7 @@ for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm",
 
 # ----------------------------------------------------------------------------- lowerings
 @lowering(ops.linear_activation.default, ttnn=["linear"], needs=TILE,
-          notes="bias and activation fused into the matmul (activation gelu, relu or silu)")
+          notes="bias and activation fused into the matmul (activation gelu, gelu_tanh, relu or silu)")
 def linear_activation(x, weight, bias, activation):
     if activation not in ACTIVATIONS:
         raise ValueError(f"ttnn_eager.linear_activation: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
