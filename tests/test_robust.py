@@ -529,10 +529,12 @@ def _fused_edges(x):
     g = torch.ones(k, device=x.device)
     out = [ops.linear_activation(x, w, b, "gelu"), ops.linear_activation(x, w, None, "relu"),
            ops.add_layer_norm(x, x, [k], g, g * 0, 1e-5), ops.rms_norm(x, g, 1e-6),
-           ops.concat_heads(x.reshape(1, 1, -1, k))]
+           ops.concat_heads(x.reshape(1, 1, -1, k)), ops.matmul_bias(x, w.t().contiguous(), b, None),
+           ops.matmul_bias(x, w.t().contiguous(), b, "gelu_tanh")]
     if x.dim() == 3:
         wq = torch.eye(k, device=x.device)
         out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))
+        out += list(ops.split_qkv_heads(torch.cat([x, x * 2, x * 3], -1), 1))
     return tuple(out)
 
 

@@ -44,12 +44,14 @@ from __future__ import annotations
 
 import collections
 import gc
+import math
 import os
 import sys
 import weakref
 
 import torch
 
+from .. import counters
 from ..device import api, runtime
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
@@ -98,13 +100,33 @@ class _Step:
     """One recorded ttnn call: `fn(*args, **kwargs)` with the slots `subs` (position, slot), `lsubs`
     (position, [slots]: a list of tensors) and `ksubs` (keyword, slot) filled in; results into `outs`."""
 
-    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "kill", "create")
+    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "kill", "create", "made")
 
-    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, create=None):
+    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, create=None, made=None):
         self.op, self.fn, self.args, self.subs, self.lsubs = op, fn, args, subs, lsubs
         self.kwargs, self.ksubs, self.outs, self.multi = kwargs, ksubs, outs, multi
         self.kill = ()        # slots whose last use this step is (dropped after it)
         self.create = create  # a factory op: (args, tt_dtype, layout, torch dtype, kwargs) of device.api.create
+        self.made = made      # its results at capture, as _Constants, when they are constants (until finish)
+
+
+class _Constant:
+    """A device tensor the graph keeps and reads at every replay (an upload inside the region, a small factory
+    result): its device tensor and shadow as they were made at capture."""
+
+    __slots__ = ("tt", "shadow")
+
+    def __init__(self, tt, shadow):
+        self.tt, self.shadow = tt, shadow
+
+
+# Constant folding: a step whose inputs are all constants (uploads and factory ops inside the region -- arange,
+# full: position ids, mask constants -- and steps of constants only: the reshapes, comparisons and products an
+# attention mask is built with) computes at every replay what it computed at capture (a step only reads its
+# inputs). Such a result with at most this many elements, that the region does not give out, is kept from the
+# capture as a constant and the step is not replayed; larger ones are made again at every replay rather than
+# held for the graph's life.
+HOIST_ELEMENTS = 1 << 16
 
 
 class _Recorder:
@@ -119,6 +141,7 @@ class _Recorder:
         self.ext_key: dict = {}     # (id(handle), id(tt)) or id(tt) -> slot
         self.constants: dict = {}   # slot -> Handle (uploads inside the region, kept by the graph)
         self.guards: list = []      # (kind, what, line, slot)
+        self.folded: set = set()    # slots of constant values (see HOIST_ELEMENTS)
         self.index = None
         gc.collect()
         self.before: dict = {}      # id(handle) -> weakref, for every handle alive when capture began
@@ -196,19 +219,34 @@ class _Recorder:
             if type(v) is api.Handle:
                 ksubs.append((k, self.slot(v)))
                 tkwargs[k] = None
+        ins = [s for _, s in subs] + [s for _, ss in lsubs for s in ss] + [s for _, s in ksubs]
+        made = self._constants(outs) if all(s in self.folded for s in ins) else None
         slots = [self._new_slot(o.tt, o.shape) for o in outs]
         self.steps.append(_Step(op, api._resolve(op), targs, subs, lsubs, tkwargs, ksubs, slots,
-                                type(result) is list))
+                                type(result) is list, made=made))
+        if made is not None:
+            self.folded.update(slots)
+
+    def _constants(self, outs) -> list | None:
+        """outs as _Constants if they can be kept from the capture (small, their values known), else None."""
+        if any(math.prod(o.shape) > HOIST_ELEMENTS or (o.shadow is None and api.RUNTIME.mock) for o in outs):
+            return None
+        return [_Constant(o.tt, o.shadow) for o in outs]
 
     def on_create(self, op: str, args, tt_dtype, layout, kwargs, h: api.Handle):
         self._device(h.index)
+        made = self._constants([h])
         step = _Step(op, None, (), (), (), {}, (), [self._new_slot(h.tt, h.shape)], False,
-                     create=(args, tt_dtype, layout, h.dtype, dict(kwargs)))
+                     create=(args, tt_dtype, layout, h.dtype, dict(kwargs)), made=made)
         self.steps.append(step)
+        if made is not None:
+            self.folded.add(step.outs[0])
 
     def on_upload(self, h: api.Handle):
         self._device(h.index)
-        self.constants[self._new_slot(h.tt, h.shape)] = h
+        s = self._new_slot(h.tt, h.shape)
+        self.constants[s] = _Constant(h.tt, h.shadow)
+        self.folded.add(s)
 
     def decision(self, h: api.Handle, kind, what: str):
         self.guards.append((kind, what, _user_line(), self.slot(h)))
@@ -237,8 +275,25 @@ class _Recorder:
                 for s in st.outs:
                     deps[s] = d
         guards = [(kind, what, line, sorted(deps.get(s, ()))) for kind, what, line, s in self.guards]
-        # last uses: a slot not kept by an output is dropped after the last step that reads it
         keep = {s for _, s, _ in outputs}
+        # constant folding: the steps of constants whose results nobody outside the region holds are dropped,
+        # their results kept from the capture; then the steps whose results nothing reads any more
+        for st in steps:
+            if st.made is not None and not keep.intersection(st.outs):
+                self.constants.update(zip(st.outs, st.made))
+            st.made = None
+        steps = [st for st in steps if st.outs[0] not in self.constants]
+        read = set(keep)
+        live = []
+        for st in reversed(steps):
+            if read.intersection(st.outs):
+                live.append(st)
+                read.update(s for _, s in st.subs)
+                read.update(s for _, ss in st.lsubs for s in ss)
+                read.update(s for _, s in st.ksubs)
+        steps = live[::-1]
+        self.constants = {s: c for s, c in self.constants.items() if s in read}
+        # last uses: a slot not kept by an output is dropped after the last step that reads it
         last = {}
         for i, st in enumerate(steps):
             for _, s in st.subs:
@@ -267,6 +322,7 @@ class _Program:
         self.index, self.steps, self.nslots, self.shapes = index, steps, nslots, shapes
         self.externals, self.constants, self.outputs, self.guards = externals, constants, outputs, guards
         self.bounded = bounded  # slots whose bounds depend on an integer/bool static input
+        self.ops = collections.Counter(st.op for st in steps if st.create is None)  # ttnn calls per replay
         self.guarded = {s for *_, ss in guards for s in ss}
 
     # -------------------------------------------------------------------------- inputs
@@ -353,8 +409,8 @@ class _Program:
             env[s], shadows[s] = h.tt, h.shadow
         backend = api.BACKEND
         shadowing = backend.shadowing
-        count = api._count
         index = self.index
+        per_op = counters.profile is not None  # (a report attributes each ttnn call: count them one by one)
         try:
             for st in self.steps:
                 if st.create is not None:
@@ -371,24 +427,29 @@ class _Program:
                     a[i] = [env[s] for s in ss]
                 kw = st.kwargs
                 if st.ksubs:
-                    kw = dict(kw)
+                    kw = kw.copy()
                     for k, s in st.ksubs:
                         kw[k] = env[s]
                 out = st.fn(*a, **kw)
-                count(st.op)
-                outs = out if st.multi else (out,)
+                if per_op:
+                    api._count(st.op)
                 if shadowing:
+                    outs = out if st.multi else (out,)
                     values = backend.values(st.op, *self._handles(st, env, shadows), outs)
                     for s, o, v in zip(st.outs, outs, values):
                         env[s], shadows[s] = o, v
-                else:
-                    for s, o in zip(st.outs, outs):
+                elif st.multi:
+                    for s, o in zip(st.outs, out):
                         env[s] = o
+                else:
+                    env[st.outs[0]] = out
                 if keep is not None:
                     keep.extend(env[s] for s in st.outs)
                     continue
                 for s in st.kill:
                     env[s] = shadows[s] = None
+            if not per_op:
+                counters.ttnn_by_op.update(self.ops)  # every step's ttnn call, counted at once
         except RuntimeError as err:
             oom = api._out_of_memory(err, index, "a graph replay")
             if oom is None:

@@ -14,6 +14,15 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
     concat_heads(x)                             [b, h, s, d] -> [b, s, h*d]     -> ttnn.transformer.concatenate_heads
     rms_norm(x, w, eps)                         w * x / sqrt(mean(x^2) + eps)   -> ttnn.rms_norm
                                                 (Llama's, T5's RMSNorm; last dimension)
+    matmul_bias(x, w, b, activation)            x @ w + b, w [in, out] (GPT-2's Conv1D: addmm between
+                                                views), then an optional activation -> ttnn.linear(bias=,
+                                                activation=)
+    split_qkv_heads(x, heads)                   [b, s, 3*h*d] split in three, each into heads [b, h, s, d]
+                                                -> ttnn.transformer.split_query_key_value_and_split_heads
+
+Activations: "gelu" (erf), "gelu_tanh" (GPT-2's gelu_new, the tanh formula), "relu", "silu". TT-NN's fused
+linear activation has one gelu; erf and tanh gelu differ by at most 4.8e-4 (at x = 2.7, where a bfloat16 ulp
+of the output is 0.0156), so both are lowered to it.
 """
 from __future__ import annotations
 
@@ -33,9 +42,13 @@ LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_
            "-> (Tensor, Tensor, Tensor)")
 LIB.define("concat_heads(Tensor input) -> Tensor")
 LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
+LIB.define("matmul_bias(Tensor input, Tensor weight, Tensor? bias, str? activation) -> Tensor")
+LIB.define("split_qkv_heads(Tensor input, int num_heads) -> (Tensor, Tensor, Tensor)")
 ops = torch.ops.ttnn_eager
 
-ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu}
+ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
+               "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}
+_TTNN_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu", "relu": "relu", "silu": "silu"}
 
 
 # ----------------------------------------------------------------------------- meanings (CPU and Meta)
@@ -66,19 +79,54 @@ def _rms_norm(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
+def _matmul_bias(x, w, b, activation):
+    out = x @ w if b is None else torch.addmm(b, x.reshape(-1, x.shape[-1]), w).view(*x.shape[:-1], w.shape[-1])
+    return out if activation is None else ACTIVATIONS[activation](out)
+
+
+def _split_qkv_heads(x, num_heads):
+    return tuple(_heads(t, num_heads) for t in x.split(x.shape[-1] // 3, -1))
+
+
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
-                   ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm)):
+                   ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
+                   ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads)):
     LIB.impl(_name, _fn, "CPU")
     LIB.impl(_name, _fn, "Meta")
 
 
 # ----------------------------------------------------------------------------- lowerings
 @lowering(ops.linear_activation.default, ttnn=["linear"], needs=TILE,
-          notes="bias and activation fused into the matmul (activation gelu, relu or silu)")
+          notes="bias and activation fused into the matmul (activation gelu, gelu_tanh, relu or silu)")
 def linear_activation(x, weight, bias, activation):
     if activation not in ACTIVATIONS:
         raise ValueError(f"ttnn_eager.linear_activation: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
-    return matmul_handles(x, weight, transpose_b=True, bias=bias, activation=activation)
+    return matmul_handles(x, weight, transpose_b=True, bias=bias, activation=_TTNN_ACTIVATION[activation])
+
+
+@lowering(ops.matmul_bias.default, ttnn=["linear"], needs=TILE,
+          notes="x @ w + b with w [in, out] (Conv1D), bias and activation fused into the matmul")
+def matmul_bias(x, weight, bias, activation):
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"ttnn_eager.matmul_bias: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
+    if len(weight.shape) != 2 or (bias is not None and tuple(bias.shape) != (weight.shape[1],)):
+        raise RuntimeError(f"ttnn_eager.matmul_bias: a [in, out] weight and an [out] bias, got "
+                           f"{list(weight.shape)} and {None if bias is None else list(bias.shape)}")
+    return matmul_handles(x, weight, bias=bias,
+                          activation=None if activation is None else _TTNN_ACTIVATION[activation])
+
+
+@lowering(ops.split_qkv_heads.default, ttnn=["transformer.split_query_key_value_and_split_heads"], needs=TILE,
+          notes="head size a multiple of 32 (else the CPU fallback)")
+def split_qkv_heads(x, num_heads):
+    if len(x.shape) != 3 or num_heads <= 0 or x.shape[-1] % (3 * num_heads):
+        raise RuntimeError(f"ttnn_eager.split_qkv_heads: a [batch, seq, 3 * heads * head_size] input, got "
+                           f"{list(x.shape)} for {num_heads} heads")
+    if x.shape[-1] // (3 * num_heads) % api.TILE_SIZE:
+        raise Unfit("head size not a multiple of 32")  # (TT-NN's head split needs tile-sized heads)
+    q, k, v = api.run("transformer.split_query_key_value_and_split_heads", x, num_heads=num_heads,
+                      transpose_key=False)
+    return q, k, v
 
 
 @lowering(ops.add_layer_norm.default, ttnn=["layer_norm"], needs=TILE_FLOAT,

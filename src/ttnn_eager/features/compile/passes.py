@@ -10,9 +10,21 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     linear_activation     gelu/relu/silu of a linear                        -> ttnn_eager.linear_activation
     add_layer_norm        layer_norm of a sum of two tensors of one shape   -> ttnn_eager.add_layer_norm
     rms_norm              w * (x * rsqrt(mean(x^2, -1, keepdim) + eps))    -> ttnn_eager.rms_norm
+    view_chains           a view of a view                                  -> one view of the first input
+                          (removed by noop_views when it gives the input's shape); transpose of a transpose
+                          of the same two dimensions                        -> removed
+    gelu_tanh             0.5 * y * (1 + tanh(sqrt(2/pi) * (y + 0.044715 * y^3))) (GPT-2's gelu_new)
+                                                                            -> aten.gelu(approximate="tanh")
+    matmul_bias           view back to [..., n] of addmm(b, view(x, [-1, k]), w) (GPT-2's Conv1D)
+                                                                            -> ttnn_eager.matmul_bias
+    matmul_bias_activation  gelu/relu/silu of a matmul_bias                 -> ttnn_eager.matmul_bias(activation=)
+    split_qkv_heads       the three parts of split(y [b, s, 3*h*d], h*d, -1), each viewed into heads and
+                          transposed ([b, s, h*d] -> [b, h, s, d])         -> ttnn_eager.split_qkv_heads
 
 A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
-heads split). Passes run in this order (the head split needs the linears unfused).
+heads split); a GPT-2 block's Conv1Ds, gelu_new and qkv split fuse the same way. Passes run in this order
+(the head merge before view chains: it matches its own view; view chains before the patterns written for
+one view; the head split needs the linears unfused; gelu_tanh before the activations).
 """
 from __future__ import annotations
 
@@ -24,6 +36,15 @@ import torch.fx as fx
 aten = torch.ops.aten
 _VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
 _ACTIVATIONS = {aten.relu.default: "relu", aten.silu.default: "silu", aten.gelu.default: "gelu"}
+
+
+def _activation(n) -> str | None:
+    """The fused ops' name of the activation node n computes (gelu: "gelu" or "gelu_tanh"), or None."""
+    act = _ACTIVATIONS.get(n.target) if isinstance(n, fx.Node) and n.op == "call_function" else None
+    if act == "gelu":
+        approximate = n.kwargs.get("approximate", n.args[1] if len(n.args) > 1 else "none")
+        return {"none": "gelu", "tanh": "gelu_tanh"}.get(approximate)
+    return act
 TILE = 32
 
 
@@ -116,7 +137,8 @@ def qkv_heads(g: fx.Graph) -> int:
 
 
 def _rewrite(match):
-    """A pass from `match(node) -> (fused op, its arguments, the matched nodes the node consumed) or None`:
+    """A pass from `match(node) -> (fused op, its arguments, the matched nodes the node consumed[, keyword
+    arguments]) or None`:
     each match is replaced by one call of the fused op (inserted before the node), dead nodes erased."""
     def run(g: fx.Graph) -> int:
         done = 0
@@ -126,9 +148,9 @@ def _rewrite(match):
             m = match(n)
             if m is None:
                 continue
-            target, args, dead = m
+            target, args, dead, *kwargs = m
             with g.inserting_before(n):
-                new = g.call_function(target, args)
+                new = g.call_function(target, args, *kwargs)
             _replace(n, new, dead)
             done += 1
         return done
@@ -160,9 +182,9 @@ def concat_heads(n):
 
 @_rewrite
 def linear_activation(n):
-    """gelu (exact), relu or silu of a linear used only by it."""
-    act = _ACTIVATIONS.get(n.target)
-    if act is None or (act == "gelu" and n.kwargs.get("approximate", "none") != "none"):
+    """gelu (erf or tanh), relu or silu of a linear used only by it."""
+    act = _activation(n)
+    if act is None:
         return None
     lin = n.args[0]
     if not _is(lin, aten.linear.default) or not _only_user(lin):
@@ -227,12 +249,140 @@ def rms_norm(n):
     return None
 
 
-PASSES = (noop_views, qkv_heads, concat_heads, linear_activation, add_layer_norm, rms_norm)
+def _contiguous(n) -> bool:
+    v = n.meta.get("val") if isinstance(n, fx.Node) else None
+    return isinstance(v, torch.Tensor) and v.is_contiguous()
+
+
+def view_chains(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if _is(n, *_VIEWS) and _is(n.args[0], *_VIEWS) and _contiguous(n.args[0].args[0]):
+            n.args = (n.args[0].args[0], *n.args[1:])  # (a view reads its input's elements in order)
+            done += 1
+        elif _is(n, aten.transpose.int) and _is(n.args[0], aten.transpose.int) and _shape(n) is not None:
+            src = n.args[0]
+            nd = len(_shape(n))
+            if sorted(d % nd for d in n.args[1:3]) == sorted(d % nd for d in src.args[1:3]):
+                n.replace_all_uses_with(src.args[0])
+                g.erase_node(n)
+                done += 1
+    for n in list(g.nodes):  # the views left without users
+        if (_is(n, *_VIEWS) or _is(n, aten.transpose.int)) and not n.users:
+            g.erase_node(n)
+    return done
+
+
+def _near(a, b) -> bool:
+    return isinstance(a, (int, float)) and abs(a - b) <= 1e-6 * abs(b)
+
+
+def _scaled(n, factor):
+    """n = mul(x, factor) (either order): x, else None."""
+    if _is(n, aten.mul.Tensor) and _only_user(n):
+        for x, c in (n.args, n.args[::-1]):
+            if _near(c, factor) and isinstance(x, fx.Node):
+                return x
+    return None
+
+
+@_rewrite
+def gelu_tanh(n):
+    """0.5 * y * (1 + tanh(sqrt(2 / pi) * (y + 0.044715 * y^3))), as GPT-2's gelu_new computes it."""
+    if not _is(n, aten.mul.Tensor):
+        return None
+    for half, one_plus in (n.args, n.args[::-1]):
+        y = _scaled(half, 0.5)
+        if y is None or not (_is(one_plus, aten.add.Tensor) and _only_user(one_plus)
+                             and _near(one_plus.args[1], 1.0)):
+            continue
+        tanh = one_plus.args[0]
+        if not (_is(tanh, aten.tanh.default) and _only_user(tanh)):
+            continue
+        inner = _scaled(tanh.args[0], 0.7978845608028654)
+        if not (_is(inner, aten.add.Tensor) and _only_user(inner) and inner.args[0] is y):
+            continue
+        cube = _scaled(inner.args[1], 0.044715)
+        if _is(cube, aten.pow.Tensor_Scalar) and _only_user(cube) and cube.args[0] is y and cube.args[1] == 3:
+            return (aten.gelu.default, (y,), (one_plus, tanh, tanh.args[0], inner, inner.args[1], cube, half),
+                    {"approximate": "tanh"})
+    return None
+
+
+@_rewrite
+def matmul_bias(n):
+    """view [..., n] of addmm(b, view(x [..., k], [-1, k]), w [k, n]) (GPT-2's Conv1D), each used once."""
+    if not _is(n, *_VIEWS):
+        return None
+    mm = n.args[0]
+    if not (_is(mm, aten.addmm.default) and _only_user(mm)) or mm.kwargs.get("beta", 1) != 1 \
+            or mm.kwargs.get("alpha", 1) != 1 or len(mm.args) != 3:
+        return None
+    b, flat, w = mm.args
+    if not (_is(flat, *_VIEWS) and _only_user(flat)):
+        return None
+    x = flat.args[0]
+    xs, ws, out = _shape(x), _shape(w), _shape(n)
+    if xs is None or ws is None or out is None or len(ws) != 2 or len(xs) < 2 or _shape(b) != (ws[1],) \
+            or out != (*xs[:-1], ws[1]) or xs[-1] != ws[0]:
+        return None
+    return _ops().matmul_bias.default, (x, w, b, None), (mm, flat)
+
+
+@_rewrite
+def matmul_bias_activation(n):
+    """gelu (erf or tanh), relu or silu of a matmul_bias used only by it."""
+    act = _activation(n)
+    mm = n.args[0] if act is not None else None
+    if not (_is(mm, _ops().matmul_bias.default) and _only_user(mm) and mm.args[3] is None):
+        return None
+    x, w, b, _ = mm.args
+    return _ops().matmul_bias.default, (x, w, b, act), (mm,)
+
+
+def split_qkv_heads(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.split.Tensor) or len(n.users) != 3:
+            continue
+        ys = _shape(n.args[0])
+        if ys is None or len(ys) != 3 or len(n.args) < 3 or n.args[2] % 3 != 2 or n.args[1] * 3 != ys[2]:
+            continue
+        parts = {}
+        for item in n.users:
+            if not (_is(item, operator.getitem) and _only_user(item)):
+                break
+            view = next(iter(item.users))
+            if not (_is(view, *_VIEWS) and _only_user(view)):
+                break
+            t = next(iter(view.users))
+            vs = _shape(view)
+            if not _is(t, aten.transpose.int) or sorted(d % 4 for d in t.args[1:3]) != [1, 2] or vs is None \
+                    or len(vs) != 4 or vs[:2] != ys[:2]:
+                break
+            parts[item.args[1]] = (t, vs[2], vs[3], (view, item))
+        if sorted(parts) != [0, 1, 2] or len({p[1:3] for p in parts.values()}) != 1 or parts[0][2] % TILE:
+            continue
+        with g.inserting_before(n):
+            fused = g.call_function(_ops().split_qkv_heads.default, (n.args[0], parts[0][1]))
+        for i, (t, _h, _d, dead) in parts.items():
+            with g.inserting_before(t):
+                out = g.call_function(operator.getitem, (fused, i))
+            _replace(t, out, dead)
+        g.erase_node(n)
+        done += 1
+    return done
+
+
+PASSES = (noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads, qkv_heads,
+          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
     """Every pass on gm's graph, in order; returns how many rewrites each made."""
-    done = {p.__name__: p(gm.graph) for p in PASSES}
+    done: dict = {}
+    for p in PASSES:
+        done[p.__name__] = done.get(p.__name__, 0) + p(gm.graph)
     gm.graph.lint()
     gm.recompile()
     return done
