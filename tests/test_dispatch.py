@@ -240,3 +240,17 @@ def test_fallback_writes_lists_written_in_place_back_through_views():
             want = o
     assert torch.equal(o.cpu(), want)
     assert float(want.sum()) == 12.0
+
+
+def test_factories_asked_for_another_device_give_it_as_pytorch_does():
+    """zeros_like(x, device="cpu") of a ttnn tensor is a CPU tensor (it was made on ttnn:0), counted as the
+    CPU's work; without device= it stays on the device."""
+    x = torch.randn(3, 4).to(DEV)
+    ttnn_eager.reset_stats()
+    for make, want in ((lambda: torch.zeros_like(x, device="cpu"), torch.zeros(3, 4)),
+                       (lambda: torch.full_like(x, 3.0, device="cpu"), torch.full((3, 4), 3.0)),
+                       (lambda: x.new_ones((2, 2), device="cpu"), torch.ones(2, 2))):
+        got = make()
+        assert got.device.type == "cpu" and torch.equal(got, want)
+    assert ttnn_eager.stats()["fallbacks"] == 3
+    assert torch.zeros_like(x).device == torch.device(DEV)

@@ -673,6 +673,7 @@ def fallback(func, args, kwargs, reason: str = ""):
     views = {where for ri, where, name, is_write in _aliases(func) if not is_write}
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
+    elsewhere = isinstance(kwargs.get("device"), torch.device) and kwargs["device"].type != "ttnn"
     alias_of = None
     if views == {0} and maybe_handle(args[0]) is not None:  # a view op: keep it a view of its base
         alias_of = _aliases_of(func, args, kwargs, args[0], outs)
@@ -684,6 +685,8 @@ def fallback(func, args, kwargs, reason: str = ""):
             elif maybe_handle(orig) is not None:
                 write_into(orig, layout.to_device(o, orig.device.index))
             outs[i] = orig
+        elif isinstance(o, torch.Tensor) and elsewhere:  # asked for on another device: PyTorch put it there
+            continue
         elif isinstance(o, torch.Tensor):
             h = layout.to_device(o.contiguous(), index)
             if alias_of is not None and alias_of[i] is not None:

@@ -11,11 +11,19 @@ import torch
 from ..core import capture
 from ..core import layout as policy
 from ..core.layout import ANY, STAGED, TILE
-from ..core.registry import lowering
+from ..core.registry import Unfit, lowering
 from ..device import api
 from ..device.runtime import index_of
 from ._common import is_handle
 from .views import share
+
+
+def _index(device) -> int:
+    """The ttnn device index a factory's `device=` names. A result asked for on another device
+    (`zeros_like(x, device="cpu")`) is not the device's to make: PyTorch's CPU kernel makes it, where it was asked."""
+    if device is not None and torch.device(device).type != "ttnn":
+        raise Unfit(f"the result is asked for on {device}")
+    return index_of(device)
 
 aten = torch.ops.aten
 
@@ -49,28 +57,28 @@ def full_handle(shape, value, dtype: torch.dtype, index: int, like: api.Handle |
           notes="no device memory until first written (then it is zeros)")
 def empty(size, *args, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, **_):
     policy.check_dtype(_dtype(dtype))
-    return api.Handle(None, None, _dtype(dtype), size, index_of(device))
+    return api.Handle(None, None, _dtype(dtype), size, _index(device))
 
 
 @lowering(aten.zeros.default, ttnn=["full"])
 def zeros(size, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return full_handle(size, 0, _dtype(dtype), index_of(device))
+    return full_handle(size, 0, _dtype(dtype), _index(device))
 
 
 @lowering(aten.ones.default, ttnn=["full"])
 def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return full_handle(size, 1, _dtype(dtype), index_of(device))
+    return full_handle(size, 1, _dtype(dtype), _index(device))
 
 
 @lowering(aten.full.default, ttnn=["full"])
 def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
     if dtype is None:
         dtype = torch.tensor(fill_value).dtype if not isinstance(fill_value, float) else torch.get_default_dtype()
-    return full_handle(size, fill_value, dtype, index_of(device))
+    return full_handle(size, fill_value, dtype, _index(device))
 
 
 def _like(x, dtype, device):
-    return (x.dtype if dtype is None else dtype), (x.index if device is None else index_of(device))
+    return (x.dtype if dtype is None else dtype), (x.index if device is None else _index(device))
 
 
 @lowering(aten.empty_like.default, notes="no device memory until first written")
@@ -121,7 +129,7 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     dtype = _dtype(dtype)
     value = bool(s) if dtype == torch.bool else float(s) if dtype.is_floating_point else \
         complex(s) if dtype.is_complex else int(s)
-    return full_handle((), value, dtype, index_of(device))
+    return full_handle((), value, dtype, _index(device))
 
 
 def _host_factory(op):
@@ -132,7 +140,7 @@ def _host_factory(op):
         if random:
             capture.refuse(f"a random factory (aten.{name}: drawn on the host, so a replay would "
                                      f"repeat the same numbers)")
-        index = index_of(kwargs.get("device"))
+        index = _index(kwargs.get("device"))
         kwargs = dict(kwargs, device=torch.device("cpu"))
         args = [api.download(a) if is_handle(a) else a for a in args]
         return policy.to_device(op(*args, **kwargs), index)
@@ -146,14 +154,14 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
     start, end, step = (0, args[0], 1) if len(args) == 1 else (tuple(args) + (1,))[:3]
     if not all(isinstance(v, int) for v in (start, end, step)) or (dtype is not None and dtype.is_floating_point):
         host = torch.arange(start, end, step, dtype=dtype)
-        return policy.to_device(host, index_of(device))
+        return policy.to_device(host, _index(device))
     dtype = dtype or torch.int64
     n = max(0, -(-(end - start) // step))
     if n == 0:
-        return policy.to_device(torch.empty(0, dtype=dtype), index_of(device))
+        return policy.to_device(torch.empty(0, dtype=dtype), _index(device))
     last = start + (n - 1) * step
     tt_dtype, tt_layout = policy.storage_for(dtype, nonnegative=min(start, last) >= 0)
-    out = api.create("arange", (start, end, step), tt_dtype, tt_layout, index_of(device), dtype)
+    out = api.create("arange", (start, end, step), tt_dtype, tt_layout, _index(device), dtype)
     out.bounds = (min(start, last), max(start, last), True)  # known: position ids get range-checked
     return out
 

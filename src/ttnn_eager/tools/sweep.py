@@ -80,6 +80,11 @@ EXCEPTIONS: dict = {
     "aten.scaled_dot_product_attention.default": (
         0.1, "peaked softmax: the sample's values (uniform in +-9) give logits of +-30 and more, where one "
              "bfloat16 rounding of a logit moves weight between keys (7% of max |out| measured; Pearson 0.99994)"),
+    "aten.logsumexp.default": (
+        None, "fails Pearson by its output's storage, not its arithmetic (computed in float32): the log-sum-exps "
+              "of 256 values each lie within ~1 of one another (9.7-10.8), where bfloat16's step is 0.0625; "
+              "rounding PyTorch's exact float32 result to bfloat16 alone gives Pearson 0.9970 on the CPU (0.9973 "
+              "here, max error 0.03 = half a step). float32_storage='float32' keeps float32 results"),
 }
 
 
@@ -138,6 +143,7 @@ UNREACHED = {
     torch.ops.aten._grouped_mm.default: lambda d: (  # a mixture-of-experts layer: 2 * seq rows over 4 experts
         (_randn(2 * d.seq, d.hidden), _randn(4, d.hidden, d.intermediate // 4)),
         {"offs": torch.tensor([d.seq // 2, d.seq, 3 * d.seq // 2, 2 * d.seq], dtype=torch.int32)}),
+    torch.ops.aten._is_all_true.default: lambda d: ((_randn(*d.activation(3)) > -9,), {}),  # torch._check_tensor_all
     # what only torch.compile's graphs contain (features/compile): a tensor constant, the fused ops
     torch.ops.aten.lift_fresh_copy.default: lambda d: ((_randn(*d.activation(3)),), {}),
     _fused.ops.linear_activation.default: lambda d: (
@@ -148,6 +154,9 @@ UNREACHED = {
         (_randn(*d.activation(3)), [_randn(d.hidden, d.hidden) for _ in range(3)], [_randn(d.hidden) for _ in range(3)],
          d.heads, d.heads), {}),
     _fused.ops.concat_heads.default: lambda d: ((_randn(*d.activation(4)),), {}),
+    _fused.ops.matmul_bias.default: lambda d: (  # GPT-2's Conv1D: a [in, out] weight
+        (_randn(*d.activation(3)), _randn(d.hidden, 3 * d.hidden), _randn(3 * d.hidden), None), {}),
+    _fused.ops.split_qkv_heads.default: lambda d: ((_randn(d.batch, d.seq, 3 * d.hidden), d.heads), {}),
     _fused.ops.rms_norm.default: lambda d: ((_randn(*d.activation(3)), _randn(d.hidden), 1e-6), {}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
@@ -411,6 +420,10 @@ def _ks(got: torch.Tensor, ref: torch.Tensor) -> tuple:
     return float((cdf_a - cdf_b).abs().max()), KS_C * math.sqrt((len(a) + len(b)) / (len(a) * len(b)))
 
 
+def _as_real(values: list) -> list:
+    return [torch.view_as_real(v) if isinstance(v, torch.Tensor) and v.is_complex() else v for v in values]
+
+
 def check(func, args, kwargs) -> dict:
     """One call on the device against PyTorch on the CPU: a row (see the module docstring)."""
     from .. import counters
@@ -445,6 +458,7 @@ def check(func, args, kwargs) -> dict:
         return row
     if kind == "values":  # PyTorch in float32 on the inputs as the device held them
         ref = tree_flatten(func(*held[0], **held[1]))[0]
+        got, ref = _as_real(got), _as_real(ref)  # complex values: their (real, imaginary) pairs
         row["exact"] = not any(r.is_floating_point() if isinstance(r, torch.Tensor) else isinstance(r, float)
                                for r in ref)
     else:
