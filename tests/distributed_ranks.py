@@ -200,8 +200,8 @@ def ddp():
     ids = torch.randint(0, cfg.vocab_size, (batch, seq))
     labels = torch.randint(0, cfg.num_labels, (batch,))
 
-    def train(model, ids, labels, steps=3):
-        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    def train(model, ids, labels, steps=3, make_opt=lambda params: torch.optim.SGD(params, lr=0.5)):
+        opt = make_opt(model.parameters())
         losses = []
         for _ in range(steps):
             opt.zero_grad()
@@ -248,6 +248,27 @@ def ddp():
     other = [torch.empty_like(flat) for _ in range(WORLD)]
     dist.all_gather(other, flat, group=GLOO)
     results["replicas_equal"] = bool(torch.equal(other[0], other[1]))
+
+    # the same with AdamW (its update is about lr per element whatever the gradient's scale)
+    adamw = lambda params: torch.optim.AdamW(params, lr=1e-2)  # noqa: E731
+    model = transformers.BertForSequenceClassification(cfg).eval()
+    model.load_state_dict(state)
+    ddp_model = DDP(model.to(DEV))
+    train(ddp_model, ids[RANK * half:(RANK + 1) * half], labels[RANK * half:(RANK + 1) * half], make_opt=adamw)
+    trained = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
+    flat = torch.cat([v.flatten() for v in trained.values()])
+    dist.all_gather(other, flat, group=GLOO)
+    res = results["ddp_adamw"] = {"replicas_equal": bool(torch.equal(other[0], other[1]))}
+    if RANK == 0:
+        single = transformers.BertForSequenceClassification(cfg).eval()
+        single.load_state_dict(state)
+        train(single.to(DEV), ids, labels, make_opt=adamw)
+        ref = torch.cat([v.detach().cpu().float().flatten() for v in single.state_dict().values()])
+        start = torch.cat([v.float().flatten() for v in state.values()])
+        diff, moved = (flat - ref).abs(), (ref - start).abs()
+        res.update(max_param_diff=float(diff.max()), median_param_diff=float(diff.median()),
+                   max_param_update=float(moved.max()), median_param_update=float(moved.median()),
+                   elements=diff.numel(), over_a_tenth_of_lr=int((diff > 1e-3).sum()))
 
 
 def hosts():
