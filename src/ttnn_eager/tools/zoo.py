@@ -580,7 +580,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
         pass
     todo = [n for n in names if redo or n not in results
             or results[n].get("class_") in redo_classes and results[n].get("commit") != commit]
-    meta["entries"] = max(meta.get("entries", 0), len(names)) if not redo else len(names)
+    meta["entries"] = max(meta.get("entries", 0), len(names))  # (an --only subset keeps the whole list's size)
     worker = None
     try:
         for i, name in enumerate(todo):
