@@ -425,9 +425,15 @@ def _dispatch(func, args, kwargs):
     if call is not None and call.promote:
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     tt = None  # (a device tensor held by this frame would count as a second owner: api.sole_owner, release)
+    return _invoke(entry, func, args, kwargs, hargs, hkwargs)
+
+
+def _invoke(entry, func, args, kwargs, hargs, hkwargs):
+    """A lowering run on the call's handles; its refusal (Unfit, or too big for the cores' L1) decomposes a
+    CompositeImplicitAutograd op, else runs the CPU fallback."""
     try:
         result = entry.fn(*hargs, **hkwargs)
-    except (Unfit, api.CoreMemoryError) as unfit:  # (too big for the cores' L1 is a refusal too)
+    except (Unfit, api.CoreMemoryError) as unfit:
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
         return fallback(func, args, kwargs, reason=str(unfit))
@@ -458,15 +464,7 @@ def _complex(func, args, kwargs):
     call = _Call(entry.mixed_devices)
     hargs = [call.arg(a, None) for a in args]
     hkwargs = {k: call.arg(v, None) for k, v in kwargs.items()}
-    try:
-        result = entry.fn(*hargs, **hkwargs)
-    except (Unfit, api.CoreMemoryError) as unfit:
-        if _is_cia(func):
-            return func.decompose(*args, **kwargs)
-        return fallback(func, args, kwargs, reason=str(unfit))
-    if entry.aliases:
-        return _finish(entry, func, result, args, kwargs, hargs, hkwargs)
-    return _wrap(result)
+    return _invoke(entry, func, args, kwargs, hargs, hkwargs)
 
 
 # ----------------------------------------------------------------------------------------------- zero-size
