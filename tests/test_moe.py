@@ -272,7 +272,7 @@ def test_routing_ops_of_a_mixture_of_experts_layer(tokens, experts, top, seed):
 
 
 # ----------------------------------------------------------------------------------------------- models
-MOE_FAMILIES = ["mixtral", "qwen3_moe"]
+MOE_FAMILIES = ["mixtral", "qwen3_moe", "deepseek_v3"]
 
 
 @pytest.mark.parametrize("name", MOE_FAMILIES)

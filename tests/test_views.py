@@ -141,6 +141,27 @@ def test_a_view_op_without_lowering_stays_a_view_through_the_fallback():
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
 
 
+@pytest.mark.parametrize("dtype,to", [(torch.float32, torch.int32), (torch.float32, torch.uint8),
+                                      (torch.bfloat16, torch.int16), (torch.int32, torch.float32)])
+def test_a_view_as_another_dtype_has_that_dtype_and_stays_a_view(dtype, to):
+    """x.view(dtype) reinterprets the bytes (the CPU fallback's alias once kept the base's dtype: a silent wrong
+    answer); writes through it reach the base, and it sees the base's updates."""
+    results = []
+    for device in ("cpu", DEV):
+        x = torch.arange(1, 13, dtype=torch.float32) * 1.25
+        x = (x.view(dtype) if dtype is torch.int32 else x.to(dtype)).to(device)  # bits of normal floats
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = x.view(to)
+            assert v.dtype is to and v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+            first = v.cpu().clone()  # (on the CPU, .cpu() is v itself)
+            v[1] = v[5]      # a write through the view reaches x
+            x.mul_(2)        # and the view sees x's update
+            results.append((first, x.cpu().clone(), v.cpu().clone()))
+    for c, d in zip(*results):
+        assert c.dtype is d.dtype and torch.equal(c, d)
+
+
 # ----------------------------------------------------------------------------------------------- indexing assignment
 _G = torch.Generator().manual_seed(0)
 X = (torch.randn(5, 6, 7, generator=_G)).to(torch.bfloat16).float()

@@ -226,6 +226,7 @@ def _own(h: api.Handle, base: api.Handle) -> api.Handle:
 
 _AS_STRIDED = aten.as_strided.default
 _DTYPE_VIEWS = (aten.view_as_real.default, aten.view_as_complex.default)
+_SET = aten.set_.source_Storage_storage_offset
 _CPU_KEY = torch._C.DispatchKey.CPU
 
 
@@ -372,6 +373,10 @@ def _aliases_of(func, args, kwargs, base_t, outs):
             res.append(None)
         elif func in _DTYPE_VIEWS:  # a view as another dtype: made by the op's own device-generic CPU kernel
             res.append(func._op_dk(_CPU_KEY, *args, **kwargs))
+        elif o.dtype is not mbase.dtype:  # view.dtype (its own CPU kernel kills the process): an empty tensor
+            alias = torch.empty(0, dtype=o.dtype, device=base_t.device)  # of the new dtype set to the storage
+            res.append(_SET._op_dk(_CPU_KEY, alias, base_t.untyped_storage(), o.storage_offset(), o.shape,
+                                   o.stride()))
         else:
             res.append(_AS_STRIDED._op_dk(_CPU_KEY, base_t, o.shape, o.stride(), o.storage_offset()))
     return res + [None] * (len(outs) - len(res))

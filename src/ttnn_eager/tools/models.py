@@ -97,6 +97,11 @@ FAMILIES = {f.name: f for f in [
     Family("qwen3_moe", "causal", "Qwen3MoeForCausalLM", _cfg(
         "Qwen3MoeConfig", **_MOE, moe_intermediate_size=64, num_experts=4, head_dim=32),
         "mixture of experts (4, top-2) with q/k RMSNorm"),
+    Family("deepseek_v3", "causal", "DeepseekV3ForCausalLM", _cfg(
+        "DeepseekV3Config", **{**_MOE, "num_key_value_heads": 4}, moe_intermediate_size=64, n_routed_experts=4, n_shared_experts=1,
+        first_k_dense_replace=1, n_group=2, topk_group=1, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=16,
+        qk_nope_head_dim=16, v_head_dim=32),
+        "multi-head latent attention, shared expert, group-limited sigmoid routing (4 experts, top-2)"),
     Family("vit", "vision", "ViTForImageClassification", _cfg(
         "ViTConfig", image_size=64, patch_size=16, hidden_size=128, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=256, num_labels=10),
