@@ -108,7 +108,7 @@ def _register_kernels(dispatch) -> None:
     autograd formula (reshape would stop being a view for autograd), so the others decompose in C++ as
     PyTorch would, also under inference_mode."""
     from .registry import REGISTRY
-    done = set(FACTORY_OPS) | set(_CPU_KERNELS)
+    done = set(FACTORY_OPS) | set(_CPU_KERNELS) | {"as_strided_"}
     lib = torch.library.Library("aten", "IMPL")
     names = set()
     for op in REGISTRY:
@@ -138,7 +138,7 @@ def _register_kernels(dispatch) -> None:
 
 
 # ops whose PyTorch kernel is device-generic metadata (a TensorImpl on the same storage): the CPU kernel itself
-_CPU_KERNELS = ("set_.source_Storage_storage_offset", "set_.source_Storage", "as_strided", "as_strided_")
+_CPU_KERNELS = ("set_.source_Storage_storage_offset", "set_.source_Storage", "as_strided")
 # ops left to PyTorch's own kernels (they read metadata only, or are PyTorch's tensor plumbing). detach, alias
 # and lift_fresh make an alias of the same geometry in C++ (found through the storage: tensor.py); made here in
 # Python, the alias would already have a Python object, and nn.Parameter(x) (_make_subclass of x.detach())
@@ -151,6 +151,14 @@ _NOT_OURS = {"detach", "alias", "lift_fresh", "set_", "as_strided", "as_strided_
 
 def _reshape_alias(x, size, stride):
     return _backend().dispatch(torch.ops.aten.view.default, (x, size), {})
+
+
+def _as_strided_(x, size, stride, storage_offset=None):
+    """x.as_strided_(...) (adaptive_avg_pool2d's 1x1 channels-last result): the CPU kernel of as_strided_
+    kills the process on a ttnn tensor; set_ to its own storage with the new geometry is the same thing."""
+    offset = x.storage_offset() if storage_offset is None else storage_offset
+    return torch.ops.aten.set_.source_Storage_storage_offset._op_dk(
+        torch._C.DispatchKey.CPU, x, x.untyped_storage(), offset, size, stride)
 
 
 def _cpu_kernel(op):
@@ -187,6 +195,7 @@ def register(device_module, load_backend) -> None:
         kernels.impl(op, _cpu_kernel(op), "PrivateUse1")
     # reshape's composite emits _reshape_alias(self, size, stride) where a view will do: it is that view
     kernels.impl(_op("_reshape_alias"), _reshape_alias, "PrivateUse1")
+    kernels.impl(_op("as_strided_"), _as_strided_, "PrivateUse1")
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")
