@@ -244,10 +244,22 @@ def test_bincount_of_device_computed_ids_reads_its_length():
     assert torch.equal(out.cpu(), torch.bincount(EXPERTS * 2)) and ttnn_eager.stats()["device_to_host"] >= 1
 
 
-def test_sort_of_integers_of_unknown_range_falls_back_counted():
-    big = (EXPERTS.to(DEV) * 3).cumsum(0)  # a device result with no known bounds
-    with ttnn_eager.strict(), pytest.raises(ttnn_eager.FallbackError, match="unknown range"):
+def test_sort_of_integers_of_unknown_range_reads_their_range():
+    """Integers a computation made (no value bounds: PhiMoE's and DeepSeek-V4's routers) are sorted on the
+    device after one read of their extremes; beyond float32's exact integers (2**24) they fall back, counted."""
+    small = (EXPERTS.to(DEV) * 3).cumsum(0)
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict():
+        values, idx = torch.sort(small, stable=True)
+    assert torch.equal(values.cpu(), torch.sort((EXPERTS * 3).cumsum(0), stable=True).values)
+    assert torch.equal(idx.cpu(), torch.sort((EXPERTS * 3).cumsum(0), stable=True).indices)
+    assert ttnn_eager.stats()["device_to_host"] >= 1
+    big = (EXPERTS.to(DEV) * 2 ** 22).cumsum(0)
+    with ttnn_eager.strict(), pytest.raises(ttnn_eager.FallbackError, match="exact within 2"):
         torch.sort(big)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert torch.equal(torch.sort(big).values.cpu(), torch.sort((EXPERTS * 2 ** 22).cumsum(0)).values)
 
 
 @covers(aten.sort.default, aten.sort.stable, aten.histc.default, aten.bincount.default, aten.index_add.default,

@@ -263,6 +263,22 @@ isnan = _float_class("isnan", "isnan", aten.isnan.default, False)
 isinf = _float_class("isinf", "isinf", aten.isinf.default, False)
 # isfinite is CompositeImplicitAutograd in PyTorch: it reaches the backend as eq/abs/ne, all lowered
 
+
+@lowering(aten.nan_to_num.default, ttnn=["isnan", "isinf", "gt", "where"], needs=TILE,
+          notes="NaN, +inf and -inf each replaced by where (defaults: 0 and the dtype's largest finite values, "
+                "bfloat16's under bfloat16 storage); integer tensors: themselves")
+def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    if not x.dtype.is_floating_point:
+        from .views import share
+        return share(x)
+    x, info = policy.ensure(x, TILE_FLOAT), torch.finfo(x.dtype)
+    hi, lo = info.max if posinf is None else float(posinf), info.min if neginf is None else float(neginf)
+    infinite = api.run("where", api.run("gt", x, 0.0, out_dtype=torch.bool), _scalar(hi, x), _scalar(lo, x),
+                       out_dtype=x.dtype)
+    y = api.run("where", api.run("isinf", x, out_dtype=torch.bool), infinite, x, out_dtype=x.dtype)
+    return api.run("where", api.run("isnan", x, out_dtype=torch.bool), _scalar(0.0 if nan is None else float(nan), x),
+                   y, out_dtype=x.dtype)
+
 _C_NAMES = {torch.float32: "Float", torch.bfloat16: "BFloat16", torch.float16: "Half"}
 
 

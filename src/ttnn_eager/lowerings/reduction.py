@@ -24,6 +24,16 @@ def _dims(x, d):
     return [dim(i, len(x.shape)) for i in ds]
 
 
+def value_range(x, exact: bool = False) -> tuple[int, int]:
+    """(lowest, highest) of an integer tensor's values: its value bounds where known (`exact`: only bounds that
+    are the exact extremes), else one read of the extremes from the device (a sync, as CUDA's bincount)."""
+    b = x.bounds
+    if b is not None and (b[2] or not exact):
+        return b[0], b[1]
+    return int(api.download(_reduce("min", x, None, False)).item()), \
+        int(api.download(_reduce("max", x, None, False)).item())
+
+
 def _reduce(op: str, x, d, keepdim, out_dtype=None):
     dims = _dims(x, d)
     if not x.shape:  # a 0-d tensor: its reduction is its value
@@ -192,12 +202,7 @@ def bincount(x, weights=None, minlength=0):
         raise RuntimeError("weights should be 1-d and have the same length as input")
     if weights is not None and weights.dtype not in (torch.float32, torch.bfloat16):
         raise Unfit(f"{weights.dtype} weights")
-    b = x.bounds
-    if b is not None and b[2]:
-        lo, top = b[0], b[1]
-    else:  # the result's length depends on the values: one read (of the extremes)
-        lo = int(api.download(_reduce("min", x, None, False)).item())
-        top = int(api.download(_reduce("max", x, None, False)).item())
+    lo, top = value_range(x, exact=True)  # the result's length depends on the values
     if lo < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     bins = max(minlength, top + 1)

@@ -26,8 +26,8 @@ from ..core import layout as policy
 from ..core.layout import ANY, PROMOTE, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import dim, known_inside, known_outside
-from .reduction import _reduce
+from ._common import dim, known_outside
+from .reduction import _reduce, value_range
 from .views import reshape, same_values
 
 aten = torch.ops.aten
@@ -54,9 +54,16 @@ def _keys(x, what: str) -> api.Handle:
     (below 2**24: token ids, positions, masks) as exact float32 values; other integers are Unfit."""
     if x.dtype.is_floating_point or x.dtype == torch.bool:
         return x
-    if not known_inside(x.bounds, -EXACT_FLOAT32, EXACT_FLOAT32 + 1):
-        raise Unfit(f"{what} of {x.dtype} values of unknown range (compared as float32: exact below 2**24)")
+    _exact_as_float32(x, what)
     return policy.to_float32(x)
+
+
+def _exact_as_float32(x, what: str) -> None:
+    """Integers compared as float32 keys must lie below 2**24 in magnitude: known from their value bounds, or
+    read from the device (integers a computation made: MoE routers' expert ids after a scatter)."""
+    lo, hi = value_range(x)
+    if not (-EXACT_FLOAT32 <= lo and hi <= EXACT_FLOAT32):
+        raise Unfit(f"{what} of {x.dtype} values in [{lo}, {hi}] (compared as float32 keys: exact within 2**24)")
 
 
 def argmax_handle(x, d=None, keepdim=False) -> api.Handle:
@@ -148,8 +155,8 @@ def _sort(x, d, descending, stable):
     # the values are sorted as float32 -- exact for integers of known range below 2**24 -- and converted
     # back. Ties are the rule among small integers: kept in index order (stable), which is one of the
     # orders PyTorch's unstable sort may give.
-    if x.dtype != torch.bool and not known_inside(x.bounds, -EXACT_FLOAT32, EXACT_FLOAT32 + 1):
-        raise Unfit("integers of unknown range (sorted as float32 keys: exact below 2**24)")
+    if x.dtype != torch.bool:
+        _exact_as_float32(x, "sort")
     keys = policy.to_float32(x) if x.dtype != torch.bool else x  # (bool: bfloat16 0/1 already)
     values, idx = api.run("sort", keys, dim=d, descending=descending, stable=True,
                           out_dtype=torch.float32 if x.dtype != torch.bool else torch.bool)
@@ -157,8 +164,8 @@ def _sort(x, d, descending, stable):
 
 
 @lowering(aten.sort.default, ttnn=["sort", "typecast"], needs=TILE,
-          notes="indices widened to uint32; integers of known range (below 2**24) sort as float32 keys, "
-                "stably; others run on the CPU fallback")
+          notes="indices widened to uint32; integers within 2**24 (from their value bounds, else one read of "
+                "their extremes) sort as float32 keys, stably; others run on the CPU fallback")
 def sort(x, d=-1, descending=False):
     return _sort(x, d, descending, False)
 
