@@ -52,6 +52,16 @@ def test_sampled_families_clean(model_type):
     assert zoo.classify(r) == "clean"
 
 
+def test_a_low_pearson_is_explained_by_float32_storage_and_the_cpus_own_bfloat16():
+    """explain_accuracy: with float32 stored as float32 and exact arithmetic a right lowering matches the CPU
+    (a wrong one would not), and the CPU's own bfloat16 forward shows what bfloat16 costs the model."""
+    model, inputs, _ = zoo.build("llama")
+    inputs = inputs[0] if isinstance(inputs, zoo._Candidates) else inputs
+    r = zoo.explain_accuracy("llama", inputs, "ttnn:0", 0)
+    assert r["pearson_float32_storage"] > 0.999999, r
+    assert 0.99 < r["cpu_bfloat16_pearson"] < 0.99999, r
+
+
 def test_worker_crash_and_timeout_recorded_and_the_run_continues(tmp_path):
     path = str(tmp_path / "zoo.json")
     names = [f"file:{FAKES}:segv", f"file:{FAKES}:hangs", f"file:{FAKES}:tiny"]

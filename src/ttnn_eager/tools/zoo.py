@@ -408,6 +408,9 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
             try:
                 rec.update(compare(model, inputs, device))
                 rec["status"] = "ran"
+                if classify(rec) == "low accuracy":
+                    model = None
+                    rec.update(explain_accuracy(name, inputs, device, seed))
             except Exception as e:
                 from .. import counters
                 rec.update(status="error", error=_error_text(e),
@@ -417,6 +420,32 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
         model = inputs = None
         gc.collect()
     return rec
+
+
+def explain_accuracy(name: str, inputs: dict, device: str, seed: int) -> dict:
+    """Where a low Pearson comes from: the same forward on `device` with float32 stored as float32 and the
+    shadow's arithmetic exact (a lowering that is wrong stays wrong there; bfloat16 storage's loss goes away),
+    and the CPU itself in bfloat16 against its float32 (how much bfloat16 alone costs this model)."""
+    from .. import config
+    out = {}
+    previous = config.configure(float32_storage="float32", shadow_numerics="exact")
+    try:
+        out["pearson_float32_storage"] = compare(build(name, seed)[0], inputs, device)["pearson"]
+    except Exception as e:  # noqa: BLE001 -- a diagnosis only
+        out["pearson_float32_storage_error"] = _error_text(e)
+    finally:
+        config.configure(**previous)
+    try:
+        model = build(name, seed)[0]
+        with torch.no_grad():
+            ref = model(**inputs)
+            half = {k: v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                    for k, v in inputs.items()}
+            low = model.to(torch.bfloat16)(**half)
+        out["cpu_bfloat16_pearson"] = compare_outputs(_to(low, "cpu"), ref, inputs.get("attention_mask"))["pearson"]
+    except Exception as e:  # noqa: BLE001
+        out["cpu_bfloat16_error"] = _error_text(e)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- failure classes
@@ -706,6 +735,9 @@ def _section(title: str, data: dict, source: str) -> list:
         fbs = ", ".join(f"`{k}` x{v}" for k, v in (r.get("fallbacks") or {}).items()) or "0"
         ops = f"{r['aten_ops']} / {r['ttnn_ops']}" if "ttnn_ops" in r else "-"
         err = (r.get("error") or "; ".join(r.get("mismatches") or [])).replace("|", "/").replace("\n", " ")
+        if "pearson_float32_storage" in r or "cpu_bfloat16_pearson" in r:
+            err = (f"with float32 storage and exact arithmetic: {_fmt_p(r.get('pearson_float32_storage'))}; "
+                   f"the CPU in bfloat16: {_fmt_p(r.get('cpu_bfloat16_pearson'))}. " + err).strip()
         err_s = err[:200] + ("..." if len(err) > 200 else "")
         maxe = f"{r['max_abs_err']:.3g}" if r.get("max_abs_err") is not None else "-"
         out.append(f"| {name.split(':', 1)[-1]} (`{r.get('class', '?')}`) | {r.get('class_') or classify(r)} | "
