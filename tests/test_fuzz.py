@@ -335,6 +335,21 @@ HOST_CALLS = {  # PyTorch's own generator on the host, then an upload: equal to 
 }
 
 
+@pytest.mark.parametrize("name", ["rand_like", "randn_like", "randint_like"])
+def test_random_like_of_a_transposed_tensor_draws_the_cpus_numbers_in_the_cpus_places(name):
+    """*_like keep a transposed tensor's strides, and the CPU then draws another way (randn: per element in
+    memory order): VITS' prior noise is randn_like of a transposed tensor."""
+    outs = []
+    for dev in ("cpu", DEV):
+        torch.manual_seed(5)
+        x = torch.zeros(2, 40, 33, device=dev).transpose(1, 2)
+        fn = {"rand_like": torch.rand_like, "randn_like": torch.randn_like}.get(name)
+        outs.append(fn(x) if fn else torch.randint_like(x, 5))
+    ref, out = outs
+    expected = ref.to(torch.bfloat16).to(ref.dtype) if ref.dtype.is_floating_point else ref
+    assert out.stride() == ref.stride() and torch.equal(out.cpu(), expected)
+
+
 @pytest.mark.parametrize("op", sorted(str(op) for op, e in REGISTRY.items() if e.fn.__name__.startswith("host_")))
 def test_host_factories_match_the_cpu_generator(op):
     name, overload = op.split(".")[1:]

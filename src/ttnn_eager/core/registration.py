@@ -57,6 +57,32 @@ def _to_backend(op):
     return kernel
 
 
+_RANDOM_LIKE = ("rand_like", "randn_like", "randint_like", "randint_like.low_dtype")
+_FACTORY_KW = ("dtype", "layout", "device", "pin_memory", "memory_format")
+
+
+def _random_like(op):
+    """rand_like & co. of a non-contiguous x keep its strides (memory_format=preserve), and PyTorch's CPU
+    kernels then draw differently (randn: per element in memory order, not the vectorized contiguous fill).
+    Drawn here on a CPU template of x's strides, uploaded in memory order and permuted back: the CPU's
+    values, in the CPU's places, with its strides (VITS' prior noise is a transposed randn_like)."""
+    base = _to_backend(op)
+
+    def kernel(x, *args, **kwargs):
+        if kwargs.get("memory_format") in (None, torch.preserve_format) and not x.is_contiguous():
+            order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), d))
+            if x.permute(order).is_contiguous():  # dense, no overlaps (else PyTorch draws contiguous too)
+                from . import capture
+                capture.refuse(f"a random factory ({op}: drawn on the host, so a replay would repeat the "
+                               f"same numbers)")
+                template = torch.empty_strided(x.shape, x.stride(), dtype=kwargs.get("dtype") or x.dtype)
+                value = op(template, *args, **{k: v for k, v in kwargs.items() if k not in _FACTORY_KW})
+                back = sorted(range(x.dim()), key=order.__getitem__)
+                return value.permute(order).to(kwargs.get("device") or x.device).permute(back)
+        return base(x, *args, **kwargs)
+    return kernel
+
+
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -189,7 +215,7 @@ def register(device_module, load_backend) -> None:
     kernels = torch.library.Library("aten", "IMPL")
     for name in FACTORY_OPS:
         op = _op(name)
-        kernels.impl(op, _to_backend(op), "PrivateUse1")
+        kernels.impl(op, (_random_like if name in _RANDOM_LIKE else _to_backend)(op), "PrivateUse1")
     for name in _CPU_KERNELS:
         op = _op(name)
         kernels.impl(op, _cpu_kernel(op), "PrivateUse1")
