@@ -513,15 +513,19 @@ def for_write(base: api.Handle, value: api.Handle) -> tuple:
     return base, _typecast(value, base.tt_dtype)
 
 
-def scatter_layout(h: api.Handle, d: int | None = None):
-    """The layout ttnn.scatter/scatter_add take for a tensor like h, scattered along d: TILE, except float32,
-    which ttnn 0.81.1's scatter refuses in TILE ("!(input_dtype == FLOAT32 && input_layout == TILE)"), and a
-    32-bit integer tensor longer than 256 along d ("Scatter doesn't work for int32 tensors that have scatter
-    row longer than 256 elements": one_hot over 260 classes, LongCat-Flash's router): ROW_MAJOR then."""
+def scatter_layout(h: api.Handle, d: int | None = None, source: api.Handle | None = None):
+    """The layout ttnn.scatter/scatter_add take for a tensor like h and its source (of h's device dtype),
+    scattered along d: TILE, except float32, which ttnn 0.81.1's scatter refuses in TILE ("!(input_dtype ==
+    FLOAT32 && input_layout == TILE)", the same for the source), and a 32-bit integer input or source longer
+    than 256 along d ("Scatter doesn't work for int32 tensors that have scatter row longer than 256 elements",
+    checked for the input, the index and the source alike: one_hot over 260 classes, LongCat-Flash's router;
+    GLM-5-Next's count of 2063 top-k picks into a short row): ROW_MAJOR then."""
     if h.tt_dtype == api.FLOAT32:
         return api.ROW_MAJOR
-    if d is not None and h.tt_dtype in (api.INT32, api.UINT32) and h.shape[d] > SCATTER_I32_TILE_MAX:
-        return api.ROW_MAJOR
+    if d is not None and h.tt_dtype in (api.INT32, api.UINT32):
+        longest = max(h.shape[d], source.shape[d] if source is not None else 0)
+        if longest > SCATTER_I32_TILE_MAX:
+            return api.ROW_MAJOR
     return api.TILE
 
 

@@ -362,7 +362,7 @@ def _diagonal_back(base, value, offset=0, dim1=0, dim2=1, pos=None):
 def scatter_along(op: str, base: api.Handle, d: int, index: api.Handle, value: api.Handle) -> api.Handle:
     """ttnn.<op> (scatter, scatter_add): `base` with value's elements written (added) at `index` along d, as
     torch.scatter; the operands in the layout ttnn takes (layout.scatter_layout), the result TILE."""
-    layout = policy.scatter_layout(base, dim(d, len(base.shape)))
+    layout = policy.scatter_layout(base, dim(d, len(base.shape)), value)
     out = api.run(op, policy.relayout(base, layout), d,
                   policy.relayout(index, policy.scatter_index_layout(index, d, layout)),
                   policy.relayout(value, layout), out_dtype=base.dtype)
