@@ -43,6 +43,8 @@ from .models import pcc
 # issue 23's shrunk defaults
 SHRINK = dict(hidden=64, heads=4, kv_heads=2, head_dim=16, layers=2, ffn=128, vocab=1024, experts=4, per_token=2)
 BATCH, SEQ, MASKED = 2, 24, 6      # input_ids (2, 24), the second row's last 6 positions masked
+FLOAT64 = "float32"                # configure(float64=...) of the device forward: models that build float64
+                                   # tables on the input's device (RT-DETR's position embedding) run (NOTES)
 VISION_SIZE = 96                   # torchvision: 2x3x96x96 (or the model's native size when 96 fails on the CPU)
 
 _H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed",
@@ -351,15 +353,21 @@ def compare_outputs(out, ref, mask=None) -> dict:
 
 
 def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
-    """One forward on the CPU (float32), then one on `device` (the model moved there): compare_outputs plus
-    the CPU fallbacks and the aten and TT-NN op counts of the device forward. A device error raises."""
+    """One forward on the CPU (float32), then one on `device` (the model moved there, float64 tensors stored
+    as float32: FLOAT64): compare_outputs plus the CPU fallbacks and the aten and TT-NN op counts of the
+    device forward. A device error raises."""
+    from .. import config
     from ..features.inventory import record_ops
     with torch.no_grad():
         ref = model(**inputs)
     model.to(device)
     dinputs = _to(inputs, device)
-    with torch.no_grad(), record_ops() as rec:
-        out = model(**dinputs)
+    previous = config.configure(float64=FLOAT64)
+    try:
+        with torch.no_grad(), record_ops() as rec:
+            out = model(**dinputs)
+    finally:
+        config.configure(**previous)
     out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
     r = compare_outputs(out, ref, inputs.get("attention_mask"))
     r.update(fallbacks=dict(rec.fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
