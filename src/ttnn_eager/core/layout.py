@@ -566,6 +566,26 @@ def scatter_index_layout(index: api.Handle, d: int, base_layout):
     return base_layout
 
 
+PERMUTE_ROW_MAJOR_MIN_SAVING = 16 << 20  # bytes: a permute result padded by less stays TILE (no conversions)
+_ROW_MAJOR_TT = (api.BFLOAT16, api.FLOAT32, api.INT32, api.UINT32)
+
+
+def permute_layout(h: api.Handle, out_shape) -> api.Handle:
+    """h in the layout ttnn.permute should take it in to give a result of `out_shape` (the result keeps it):
+    its own, except a TILE tensor whose result's tile padding would at least quadruple its bytes and add
+    16 MiB or more -- tiny last two dimensions of a high-rank result, e.g. Mamba2's chunked scan (FalconH1)
+    einsum 'bclhn,bcshn->bclsh' permuting B to [b, h, l, n, 1, 1]: 32 GiB in TILE for 32 MiB of elements.
+    Such a permute runs ROW_MAJOR (h converted in place, lossless); whoever needs the result TILE converts it,
+    usually after the reshape that folds the size-1 dimensions away (einsum's bmm)."""
+    if h.tt is None or h.layout != api.TILE or h.tt_dtype not in _ROW_MAJOR_TT:
+        return h
+    tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)
+    rows = api.buffer_bytes(out_shape, h.tt_dtype, api.ROW_MAJOR)
+    if tile >= 4 * rows and tile - rows >= PERMUTE_ROW_MAJOR_MIN_SAVING:
+        _relayout(h, api.ROW_MAJOR)
+    return h
+
+
 def relayout(h: api.Handle, layout) -> api.Handle:
     """h in `layout` (changed in place: lossless, so every user of h may share the converted form)."""
     _relayout(h, layout)

@@ -99,6 +99,7 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
     if x.shape.numel() == 0 or x.tt is None:
         return _without_data(x, [x.shape[d] for d in dims])
+    x = policy.permute_layout(x, [x.shape[d] for d in dims])
     return same_values(api.run("permute", x, dims), x)
 
 

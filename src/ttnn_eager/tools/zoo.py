@@ -184,7 +184,8 @@ class _Candidates(list):
 
 def _transformers_inputs(model, cfg, seed: int) -> list:
     """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
-    (dual encoders such as CLIP need both); an image alone; audio samples alone."""
+    (dual encoders such as CLIP need both); an image alone (first with the masking noise of a model that
+    takes one: _masking_noise); audio samples alone."""
     ids, mask = _ids(seed)
     params = inspect.signature(model.forward).parameters
     g = torch.Generator().manual_seed(seed)
@@ -207,11 +208,31 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
         if pixels is not None:
             out.append(dict(text, pixel_values=pixels))
     if pixels is not None:
+        noise = _masking_noise(params, cfg, g)
+        if noise is not None:
+            out.append({"pixel_values": pixels, "noise": noise})
         out.append({"pixel_values": pixels})
     if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
         wave = torch.randn(BATCH, 3840, generator=g)
         out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
     return out or [{}]
+
+
+def _masking_noise(params, cfg, g):
+    """The `noise` input of a masked-image model (ViT-MAE's random_masking argsorts it to pick the patches
+    kept), given to both runs so the comparison is of the network, not of two random generators: one random
+    permutation of 0..n-1 a row over the n patches (distinct integers: exact in bfloat16 up to 256, so the
+    device's argsort sees the CPU's order). None when the model takes no noise or has no patch grid."""
+    if "noise" not in params:
+        return None
+    vc = getattr(cfg, "vision_config", None) or cfg
+    size, patch = getattr(vc, "image_size", None), getattr(vc, "patch_size", None)
+    size = size[0] if isinstance(size, (list, tuple)) else size
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    if not (_is_int(size) and _is_int(patch) and patch > 0):
+        return None
+    n = (size // patch) ** 2
+    return torch.stack([torch.randperm(n, generator=g) for _ in range(BATCH)]).float()
 
 
 def _config(cfg_class):
