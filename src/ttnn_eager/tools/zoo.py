@@ -694,6 +694,16 @@ NOTES = {
     "top-2 expert choice is noise (router scores Pearson 0.993, layer 0's experts 0.958). CPU bfloat16 weights "
     "alone give 0.99975; `float32_storage=\"float32\"` gives 1.000000.",
     "muse_spark": "its text model is muse_spark_text (the same router; not measured apart with float32 storage).",
+    "bit": "bfloat16 storage across 48 weight-standardized convolutions of a random-weight ResNet-50 whose "
+    "activations grow to ~180: each bottleneck loses a little (encoder 0.964); CPU bfloat16 is below the device "
+    "at every module (encoder 0.955, output 0.938). docs/numerics.md.",
+    "vit_mae": "the masking noise is an input (`noise`, the same seeded permutation on both runs): the random "
+    "masking would otherwise keep different patches on the CPU and on the device (Pearson 0.02).",
+    "rt_detr": "builds its sine position embedding in float64 on the input's device (MPS alone excepted): the zoo "
+    "runs the device forward with `configure(float64=\"float32\")` (float64 stored and computed as float32; "
+    "the default refuses float64 with a TypeError).",
+    "pp_doclayout_v3": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
+    "pp_doclayout_v4": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
 }
 
 
