@@ -697,6 +697,9 @@ NOTES = {
     "bit": "bfloat16 storage across 48 weight-standardized convolutions of a random-weight ResNet-50 whose "
     "activations grow to ~180: each bottleneck loses a little (encoder 0.964); CPU bfloat16 is below the device "
     "at every module (encoder 0.955, output 0.938). docs/numerics.md.",
+    "dac": "the residual vector quantizer picks each position's nearest codebook entry: near-ties go the other "
+    "way in bfloat16 (the quantizers' input is at Pearson 0.99995, their picked vectors 0.88 to 1.0; CPU bfloat16 "
+    "flips as many: 0.964), while the decoded audio stays at 0.999. docs/numerics.md.",
     "vit_mae": "the masking noise is an input (`noise`, the same seeded permutation on both runs): the random "
     "masking would otherwise keep different patches on the CPU and on the device (Pearson 0.02).",
     "rt_detr": "builds its sine position embedding in float64 on the input's device (MPS alone excepted): the zoo "
