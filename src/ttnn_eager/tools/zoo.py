@@ -688,7 +688,10 @@ NOTES = {
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
     "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
     "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
-    "1.000000 (the fallback of `round`/`repeat_interleave` itself is faithful).",
+    "1.000000 (the fallback of `round`/`repeat_interleave` itself is faithful). The 2 durations that flip are "
+    "0.044 and 0.035 from the rounding boundary on the CPU; the CPU's own float32 duration predictor applied to the "
+    "device's encoder output (Pearson 0.99988) flips the same 2, so no float32 island after the encoder could "
+    "help (docs/numerics.md).",
     "muse_spark_text": "the router computes `sigmoid(logits * 0.18)` in float32 on purpose: its values lie within "
     "0.5 +- 0.002, below bfloat16's resolution there (2^-9), so with float32 stored as bfloat16 (the default) the "
     "top-2 expert choice is noise (router scores Pearson 0.993, layer 0's experts 0.958). CPU bfloat16 weights "
