@@ -232,6 +232,12 @@ def test_scatter_refuses_the_shapes_pytorch_refuses():
         x.scatter(1, torch.zeros(5, 2, dtype=torch.long, device=DEV), 2.0)
     with pytest.raises(RuntimeError, match="same number of dimensions as src"):
         x.scatter(1, i, torch.ones(3, 3, 1, device=DEV))
+    # a 0-d source is a 1-element one to PyTorch (it raised IndexError here before)
+    one, five = torch.tensor([1], device=DEV), torch.tensor(5.0, device=DEV)
+    assert torch.equal(torch.zeros(4, device=DEV).scatter(0, one, five).cpu(), torch.tensor([0.0, 5, 0, 0]))
+    assert torch.equal(torch.zeros(4, device=DEV).scatter_add(0, one, five).cpu(), torch.tensor([0.0, 5, 0, 0]))
+    with pytest.raises(RuntimeError, match=r"no larger size than src \[\]"):
+        torch.zeros(4, device=DEV).scatter(0, torch.tensor([1, 2], device=DEV), five)
 
 
 def test_histc_of_integers_counts_as_cuda_does():
