@@ -7,6 +7,12 @@ The model type is a key of transformers' MODEL_MAPPING_NAMES; its default config
 issue 23 does (hidden 64, 4 heads, 2 key-value heads, 2 layers, feed-forward 128, vocabulary 1024; for xLSTM
 embedding_dim 64, 2 blocks and qk_dim_factor 1.0, so that its state shapes agree), weights seeded, input_ids
 (2, 24) with the second row's last 6 positions masked. Further arguments are `ttnn_eager.configure` settings.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/module_accuracy.py --zoo bit [settings]
+
+--zoo builds the model and its inputs as the zoo sweep does (`zoo.build`: its shrinking, and images, audio or a
+masking noise for models that take them), the floating inputs cast to bfloat16 for the CPU bfloat16 run
+(docs/numerics.md: BiT, DAC).
 """
 from __future__ import annotations
 
@@ -65,19 +71,40 @@ def outputs(model, inputs) -> tuple:
     return seen, order, out.detach().cpu().float()
 
 
+def _zoo_model(name: str):
+    """The zoo's model of `name` and the first of its input sets the CPU forward accepts (zoo.run_one's way)."""
+    from ttnn_eager.tools import zoo
+    model, candidates, _ = zoo.build(name)
+    for inputs in (candidates if isinstance(candidates, list) else [candidates]):
+        try:
+            with torch.no_grad():
+                model(**inputs)
+            return model, inputs
+        except Exception:  # noqa: BLE001 -- the next input set
+            continue
+    raise RuntimeError(f"{name}: the CPU forward takes none of the zoo's input sets")
+
+
 def main(argv) -> None:
     warnings.simplefilter("ignore")
+    from_zoo = argv[0] == "--zoo"
+    argv = argv[1:] if from_zoo else argv
     mtype, settings = argv[0], dict(kv.split("=", 1) for kv in argv[1:])
     ttnn_eager.configure(**settings)
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-    torch.manual_seed(0)
-    model = getattr(transformers, MODEL_MAPPING_NAMES[mtype])(shrink(transformers.AutoConfig.for_model(mtype))).eval()
-    ids = torch.randint(0, 1000, (2, 24))
-    mask = torch.ones(2, 24, dtype=torch.long)
-    mask[1, -6:] = 0
-    inputs = {"input_ids": ids, "attention_mask": mask}
+    if from_zoo:
+        model, inputs = _zoo_model(mtype)
+    else:
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+        torch.manual_seed(0)
+        model = getattr(transformers, MODEL_MAPPING_NAMES[mtype])(shrink(transformers.AutoConfig.for_model(mtype))).eval()
+        ids = torch.randint(0, 1000, (2, 24))
+        mask = torch.ones(2, 24, dtype=torch.long)
+        mask[1, -6:] = 0
+        inputs = {"input_ids": ids, "attention_mask": mask}
+    bf16_model = copy.deepcopy(model).to(torch.bfloat16)
     ref, order, ref_out = outputs(model, inputs)
-    bf16, _, bf16_out = outputs(copy.deepcopy(model).to(torch.bfloat16), inputs)
+    bf16, _, bf16_out = outputs(bf16_model, {k: v.to(torch.bfloat16) if v.is_floating_point() and k != "noise" else v
+                                             for k, v in inputs.items()})
     model.to("ttnn:0")
     dev, _, dev_out = outputs(model, {k: v.to("ttnn:0") for k, v in inputs.items()})
     print(f"{mtype} {settings or 'default settings'}: Pearson of the output: ttnn:0 {pcc(dev_out, ref_out):.5f}, "

@@ -1,12 +1,14 @@
 """The `ttnn` device: registration, device module, tensors, round trips, factories, memory, bad input."""
 import gc
 import math
+import warnings
 
 import pytest
 import torch
 
 import ttnn_eager
 from conftest import run_python
+from ttnn_eager.tools.models import pcc
 
 DEV = "ttnn:0"
 
@@ -194,6 +196,52 @@ def test_unsupported_dtypes(dtype):
         x.to(DEV)
     with pytest.raises(TypeError, match="ttnn devices do not support"):
         torch.zeros(3, dtype=dtype, device=DEV)
+
+
+def test_float64_stored_as_float32_when_configured():
+    """configure(float64="float32"): PyTorch sees float64 (dtypes of results and host copies), the values are
+    float32's, the first float64 tensor warns once; the default refuses with a hint naming the setting."""
+    from ttnn_eager.core import layout
+    with pytest.raises(TypeError, match='configure\\(float64="float32"\\)'):
+        torch.zeros(3, dtype=torch.float64, device=DEV)
+    previous = ttnn_eager.configure(float64="float32", float32_storage="bfloat16")
+    was = layout._float64_warned
+    try:
+        layout._float64_warned = False
+        with pytest.warns(UserWarning, match="stored and computed as float32"):
+            x = torch.arange(7, dtype=torch.float64, device=DEV)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once only
+            y = torch.linspace(-3, 3, 7, dtype=torch.float64).to(DEV)
+        ref_x, ref_y = torch.arange(7, dtype=torch.float64), torch.linspace(-3, 3, 7, dtype=torch.float64)
+        assert x.dtype == y.dtype == torch.float64
+        z = (x / 3 + y * 1.5)
+        assert z.dtype == torch.float64 and z.cpu().dtype == torch.float64
+        # float32 storage even with float32_storage="bfloat16": float32's error, not bfloat16's (1/3 -> 0.3340)
+        assert (z.cpu() - (ref_x / 3 + ref_y * 1.5)).abs().max() < 1e-6
+        assert torch.equal(x.to(torch.float32).cpu(), ref_x.float())
+        assert (x * torch.ones(7, device=DEV)).dtype == torch.float64  # PyTorch's promotion
+        assert x.sum().item() == 21.0
+    finally:
+        layout._float64_warned = was
+        ttnn_eager.configure(**previous)
+
+
+def test_float64_sine_position_embedding_as_rt_detr_builds_it():
+    """RT-DETR / PP-DocLayout build their 2-D sine position embedding in float64 on the input's device (MPS
+    alone excepted) and cast it to float32: with configure(float64="float32") it runs on the device."""
+    from transformers.models.rt_detr.modeling_rt_detr import build_2d_sinusoidal_position_embedding as build
+    ref = build(10, 12, 64, 10000.0, device=torch.device("cpu"), dtype=torch.float32)
+    previous = ttnn_eager.configure(float64="float32")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = build(10, 12, 64, 10000.0, device=torch.device(DEV), dtype=torch.float32)
+    finally:
+        ttnn_eager.configure(**previous)
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    assert (out.cpu() - ref).abs().max() < 5e-3
+    assert pcc(out.cpu(), ref) > 0.99999
 
 
 def test_int64_out_of_device_range():

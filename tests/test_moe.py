@@ -199,6 +199,10 @@ CASES = {
     "one_hot": (lambda e: torch.nn.functional.one_hot(e, 5), [(EXPERTS,), (ints(2, 3, hi=5),)]),
     # more than 256 classes: ttnn's int32 scatter refuses a TILE row that long (LongCat-Flash's 260 experts)
     "one_hot_wide": (lambda e: torch.nn.functional.one_hot(e, 260), [(ints(2, 24, hi=260),)]),
+    # GLM-5-Next counts 2063 top-k picks into a short int32 row: ttnn checks the source's length too
+    "scatter_add_long_source": (lambda i: (i.new_zeros((2, 24), dtype=torch.int32).scatter_add(
+        -1, i, torch.ones_like(i, dtype=torch.int32)), i.new_zeros((2, 24)).scatter_add(-1, i, i)),
+                                [(ints(2, 300, hi=24),)]),
     "index_add": (lambda x, i, s: (x.index_add(0, i, s, alpha=2), x.t().index_add(1, i, s.t())),
                   [(bf(6, 5), torch.tensor([0, 2, 2, 5]), bf(4, 5, seed=1)),
                    (bf(40, 33), ints(50, hi=40), bf(50, 33, seed=2))]),
@@ -215,6 +219,25 @@ def test_case_matches_cpu(name):
     fn, sets = CASES[name]
     for inputs in sets:
         check(fn, *inputs)
+
+
+def test_scatter_refuses_the_shapes_pytorch_refuses():
+    """PyTorch's shape rules, with its error type and words (ttnn's own checks are TT_FATALs)."""
+    x, i = torch.zeros(3, 4, device=DEV), torch.zeros(3, 3, dtype=torch.long, device=DEV)
+    with pytest.raises(RuntimeError, match=r"no larger than self \[3, 4\] apart from dimension 1 and .* src \[3, 2\]"):
+        x.scatter(1, i, torch.ones(3, 2, device=DEV))
+    with pytest.raises(RuntimeError, match=r"Expected index \[5, 2\] to be no larger than self"):
+        x.scatter_add(1, torch.zeros(5, 2, dtype=torch.long, device=DEV), torch.ones(5, 2, device=DEV))
+    with pytest.raises(RuntimeError, match=r"apart from dimension 1$"):
+        x.scatter(1, torch.zeros(5, 2, dtype=torch.long, device=DEV), 2.0)
+    with pytest.raises(RuntimeError, match="same number of dimensions as src"):
+        x.scatter(1, i, torch.ones(3, 3, 1, device=DEV))
+    # a 0-d source is a 1-element one to PyTorch (it raised IndexError here before)
+    one, five = torch.tensor([1], device=DEV), torch.tensor(5.0, device=DEV)
+    assert torch.equal(torch.zeros(4, device=DEV).scatter(0, one, five).cpu(), torch.tensor([0.0, 5, 0, 0]))
+    assert torch.equal(torch.zeros(4, device=DEV).scatter_add(0, one, five).cpu(), torch.tensor([0.0, 5, 0, 0]))
+    with pytest.raises(RuntimeError, match=r"no larger size than src \[\]"):
+        torch.zeros(4, device=DEV).scatter(0, torch.tensor([1, 2], device=DEV), five)
 
 
 def test_histc_of_integers_counts_as_cuda_does():

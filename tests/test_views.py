@@ -414,3 +414,24 @@ def test_property_indexing_assignment_matches_cpu(shape, data):
             out = fn(*[t.to(DEV) for t in inputs])
         # sums of several bfloat16 values are rounded once on the device: a relative tolerance
         torch.testing.assert_close(out.cpu(), ref, atol=0.05, rtol=0.02)
+
+
+def test_permute_to_tiny_trailing_dims_runs_row_major():
+    """FalconH1's Mamba2 einsum 'bclhn,bcshn->bclsh' permutes B (2, 1, 256, 1, 128, 256) to (2, 128, 256, 256,
+    1, 1): 32 GiB in TILE (each 1x1 plane padded to a 32x32 tile; the device has 12) for 32 MiB of values.
+    The layout policy runs such a permute ROW_MAJOR: exact values, a result of its elements' size."""
+    from ttnn_eager.device import api
+    x = torch.randn(2, 1, 256, 1, 128, 256)
+    y = x.to(DEV).permute(0, 4, 2, 5, 1, 3).contiguous()
+    assert y.shape == (2, 128, 256, 256, 1, 1)
+    h = handle_of(y)
+    assert h.layout == api.ROW_MAJOR and api.device_bytes(h) < 1 << 30
+    assert torch.equal(y.cpu(), x.permute(0, 4, 2, 5, 1, 3).bfloat16().float())
+    small = torch.randn(2, 24, 4, 16)  # an ordinary permute stays TILE
+    assert handle_of(small.to(DEV).permute(0, 2, 1, 3).contiguous()).layout == api.TILE
+    # the whole einsum, at a size that runs either way: the CPU's values
+    c, b = torch.randn(2, 1, 64, 16, 32), torch.randn(2, 1, 64, 16, 32, generator=torch.Generator().manual_seed(1))
+    ref = torch.einsum("bclhn,bcshn->bclsh", c, b)
+    out = torch.einsum("bclhn,bcshn->bclsh", c.to(DEV), b.to(DEV)).cpu()
+    assert out.shape == ref.shape
+    assert torch.corrcoef(torch.stack([out.flatten(), ref.flatten()]))[0, 1] > 0.9999

@@ -62,6 +62,18 @@ def test_a_low_pearson_is_explained_by_float32_storage_and_the_cpus_own_bfloat16
     assert 0.99 < r["cpu_bfloat16_pearson"] < 0.99999, r
 
 
+def test_masked_image_model_gets_the_same_noise_on_both_runs():
+    """ViT-MAE masks 75% of the patches by argsort of random noise: without a shared `noise` input the CPU and
+    the device draw their own (Pearson 0.02 in the sweep); with it the network is what is compared."""
+    model, inputs, _ = zoo.build("vit_mae")
+    first = inputs[0]
+    assert sorted(first) == ["noise", "pixel_values"] and first["noise"].shape == (zoo.BATCH, 196)
+    assert all(torch.equal(row.sort().values, torch.arange(196.0)) for row in first["noise"])
+    r = zoo.run_one("vit_mae")
+    assert r["status"] == "ran" and r["inputs"] == ["noise", "pixel_values"], r
+    assert r["same_shapes_dtypes"] and r["pearson"] >= zoo.PEARSON_MIN, r
+
+
 def test_worker_crash_and_timeout_recorded_and_the_run_continues(tmp_path):
     path = str(tmp_path / "zoo.json")
     names = [f"file:{FAKES}:segv", f"file:{FAKES}:hangs", f"file:{FAKES}:tiny"]

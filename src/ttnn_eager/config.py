@@ -11,6 +11,11 @@
     shadow_numerics       "hardware" (default): on a mock device, matrix-engine products are computed as the
                           Tensix hardware does for the config in use (numerics.py); "exact": float32 golden
                           functions (TTNN_EAGER_SHADOW_NUMERICS)
+    float64               "refuse" (default): a float64 tensor on a ttnn device is a TypeError, as on MPS.
+                          "float32": float64 tensors are kept as float64 to PyTorch (dtype, results, host
+                          copies) but stored and computed as float32 on the device, with a one-time warning
+                          saying so (as JAX does without x64; the int64-as-int32 policy's float twin)
+                          (TTNN_EAGER_FLOAT64)
     train_dtype           "float32" (default) or "bfloat16": the device dtype of float32 parameters that
                           require grad, and of what is made like them (optimizer states). See layout.py and
                           docs/training.md: bfloat16 storage drops updates smaller than ~2^-8 of a weight.
@@ -30,6 +35,7 @@ def _env_bool(name: str):
     value = os.environ.get(name, "").strip().lower()
     return None if not value else value in ("1", "true", "yes", "on")
 _TRAIN_DTYPES = ("float32", "bfloat16")
+_FLOAT64 = ("refuse", "float32")
 
 
 settings = {
@@ -41,13 +47,15 @@ settings = {
     "math_approx": _env_bool("TTNN_EAGER_MATH_APPROX"),
     "shadow_numerics": os.environ.get("TTNN_EAGER_SHADOW_NUMERICS", "hardware"),
     "train_dtype": os.environ.get("TTNN_EAGER_TRAIN_DTYPE", "float32"),
+    "float64": os.environ.get("TTNN_EAGER_FLOAT64", "refuse"),
 }
 _UNSET = object()  # configure's "not given" for settings where None is a value (None: each op's default)
 
 
 def configure(*, strict: bool | None = None, float32_storage: str | None = None,
               weight_dtype: str | None = None, math_fidelity=_UNSET, fp32_dest_acc=_UNSET, math_approx=_UNSET,
-              shadow_numerics: str | None = None, train_dtype: str | None = None) -> dict:
+              shadow_numerics: str | None = None, train_dtype: str | None = None,
+              float64: str | None = None) -> dict:
     """Change settings; returns the previous ones (pass them back to restore: `configure(**previous)`).
     math_fidelity, fp32_dest_acc and math_approx take None for "each op's own choice" (layout.COMPUTE)."""
     previous = dict(settings)
@@ -65,8 +73,10 @@ def configure(*, strict: bool | None = None, float32_storage: str | None = None,
         raise ValueError(f"weight_dtype must be one of {_WEIGHT_DTYPES}, not {weight_dtype!r}")
     if train_dtype is not None and train_dtype not in _TRAIN_DTYPES:
         raise ValueError(f"train_dtype must be one of {_TRAIN_DTYPES}, not {train_dtype!r}")
+    if float64 is not None and float64 not in _FLOAT64:
+        raise ValueError(f"float64 must be one of {_FLOAT64}, not {float64!r}")
     for key, value in (("strict", strict), ("float32_storage", float32_storage), ("weight_dtype", weight_dtype),
-                       ("shadow_numerics", shadow_numerics), ("train_dtype", train_dtype)):
+                       ("shadow_numerics", shadow_numerics), ("train_dtype", train_dtype), ("float64", float64)):
         if value is not None:
             settings[key] = value
     for key, value in (("math_fidelity", math_fidelity), ("fp32_dest_acc", fp32_dest_acc),

@@ -33,7 +33,10 @@ Storage (at upload, `storage_for`):
                      shape) and its device tensor is the pair's (as_pair / as_complex: the same device
                      tensor seen either way). Only the complex lowerings (lowerings/complex.py) compute
                      on it: dispatch sends every op with a complex argument there, or to the CPU fallback
-    float64, complex128, complex32: refused (TypeError naming a dtype to use)
+    float64          refused (TypeError naming a dtype to use), or with configure(float64="float32"):
+                     float32 TILE (exact float32 whatever float32_storage says), torch dtype float64,
+                     a one-time warning at the first one
+    complex128, complex32: refused (TypeError naming a dtype to use)
     float constants  a finite constant or uploaded float32 value beyond bfloat16's range
                      (torch.finfo(torch.float32).min, the usual "masked" score) is stored as bfloat16's largest
                      finite value, not rounded to infinity: a softmax over a row masked entirely with it then
@@ -133,6 +136,7 @@ STAGED = Need("STAGED")
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}
+_FLOAT64_DEVICE = api.FLOAT32  # float64 with configure(float64="float32") (check_dtype refuses it otherwise)
 _INT = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _FLOAT_TT = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)
 
@@ -187,9 +191,28 @@ def float_device_dtype():
 def check_dtype(dtype: torch.dtype) -> None:
     if dtype in _FLOAT_DEVICE or dtype in _INT or dtype is torch.complex64:
         return
+    if dtype is torch.float64 and config.settings["float64"] == "float32":
+        _warn_float64()
+        return
     hint = "torch.complex64" if dtype.is_complex else "torch.float32" if dtype.is_floating_point else "torch.int32"
-    raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. x.to({hint}) "
+    also = (" or ttnn_eager.configure(float64=\"float32\") to keep it float64 stored as float32"
+            if dtype is torch.float64 else "")
+    raise TypeError(f"ttnn devices do not support {dtype}; convert the tensor first, e.g. x.to({hint}){also} "
                     f"(supported: float32, bfloat16, float16, bool, int64, int32, int16, int8, uint8, complex64)")
+
+
+FLOAT64_WARNING = ("ttnn devices have no float64: float64 tensors are stored and computed as float32 "
+                   "(PyTorch still reports float64; about 7 significant digits, float32's range)")
+_float64_warned = False
+
+
+def _warn_float64() -> None:
+    """configure(float64="float32"): the first float64 tensor of the process says what it gets, once."""
+    global _float64_warned
+    if not _float64_warned:
+        _float64_warned = True
+        import warnings
+        warnings.warn(FLOAT64_WARNING, UserWarning, stacklevel=4)
 
 
 # ----------------------------------------------------------------------------------------------- complex
@@ -232,6 +255,8 @@ def storage_for(dtype: torch.dtype, nonnegative: bool = False):
         return float_device_dtype(), api.TILE
     if dtype in _INT:
         return (api.UINT32 if nonnegative else api.INT32), api.TILE
+    if dtype is torch.float64:
+        return _FLOAT64_DEVICE, api.TILE
     return (_FLOAT_DEVICE[dtype] or float_device_dtype()), api.TILE
 
 
@@ -513,15 +538,19 @@ def for_write(base: api.Handle, value: api.Handle) -> tuple:
     return base, _typecast(value, base.tt_dtype)
 
 
-def scatter_layout(h: api.Handle, d: int | None = None):
-    """The layout ttnn.scatter/scatter_add take for a tensor like h, scattered along d: TILE, except float32,
-    which ttnn 0.81.1's scatter refuses in TILE ("!(input_dtype == FLOAT32 && input_layout == TILE)"), and a
-    32-bit integer tensor longer than 256 along d ("Scatter doesn't work for int32 tensors that have scatter
-    row longer than 256 elements": one_hot over 260 classes, LongCat-Flash's router): ROW_MAJOR then."""
+def scatter_layout(h: api.Handle, d: int | None = None, source: api.Handle | None = None):
+    """The layout ttnn.scatter/scatter_add take for a tensor like h and its source (of h's device dtype),
+    scattered along d: TILE, except float32, which ttnn 0.81.1's scatter refuses in TILE ("!(input_dtype ==
+    FLOAT32 && input_layout == TILE)", the same for the source), and a 32-bit integer input or source longer
+    than 256 along d ("Scatter doesn't work for int32 tensors that have scatter row longer than 256 elements",
+    checked for the input, the index and the source alike: one_hot over 260 classes, LongCat-Flash's router;
+    GLM-5-Next's count of 2063 top-k picks into a short row): ROW_MAJOR then."""
     if h.tt_dtype == api.FLOAT32:
         return api.ROW_MAJOR
-    if d is not None and h.tt_dtype in (api.INT32, api.UINT32) and h.shape[d] > SCATTER_I32_TILE_MAX:
-        return api.ROW_MAJOR
+    if d is not None and h.tt_dtype in (api.INT32, api.UINT32):
+        longest = max(h.shape[d], source.shape[d] if source is not None else 0)
+        if longest > SCATTER_I32_TILE_MAX:
+            return api.ROW_MAJOR
     return api.TILE
 
 
@@ -535,6 +564,26 @@ def scatter_index_layout(index: api.Handle, d: int, base_layout):
     if base_layout == api.TILE and index.shape[d] > SCATTER_I32_TILE_MAX:
         return api.ROW_MAJOR
     return base_layout
+
+
+PERMUTE_ROW_MAJOR_MIN_SAVING = 16 << 20  # bytes: a permute result padded by less stays TILE (no conversions)
+_ROW_MAJOR_TT = (api.BFLOAT16, api.FLOAT32, api.INT32, api.UINT32)
+
+
+def permute_layout(h: api.Handle, out_shape) -> api.Handle:
+    """h in the layout ttnn.permute should take it in to give a result of `out_shape` (the result keeps it):
+    its own, except a TILE tensor whose result's tile padding would at least quadruple its bytes and add
+    16 MiB or more -- tiny last two dimensions of a high-rank result, e.g. Mamba2's chunked scan (FalconH1)
+    einsum 'bclhn,bcshn->bclsh' permuting B to [b, h, l, n, 1, 1]: 32 GiB in TILE for 32 MiB of elements.
+    Such a permute runs ROW_MAJOR (h converted in place, lossless); whoever needs the result TILE converts it,
+    usually after the reshape that folds the size-1 dimensions away (einsum's bmm)."""
+    if h.tt is None or h.layout != api.TILE or h.tt_dtype not in _ROW_MAJOR_TT:
+        return h
+    tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)
+    rows = api.buffer_bytes(out_shape, h.tt_dtype, api.ROW_MAJOR)
+    if tile >= 4 * rows and tile - rows >= PERMUTE_ROW_MAJOR_MIN_SAVING:
+        _relayout(h, api.ROW_MAJOR)
+    return h
 
 
 def relayout(h: api.Handle, layout) -> api.Handle:

@@ -283,6 +283,23 @@ def masked_scatter(x, mask, source):
     return api.run("where", full_mask, spread, x, out_dtype=x.dtype)
 
 
+def _check_scatter_shapes(x, d: int, index, src) -> None:
+    """PyTorch's shape rules of scatter (RuntimeError, its words), which ttnn's scatter validates with a
+    TT_FATAL ("input_rank == source_rank", "index_shape[probe_dim] <= source_shape[probe_dim]",
+    "index_shape[probe_dim] <= input_shape[probe_dim]" for the other dimensions)."""
+    n = len(index.shape)  # (a 0-d tensor counts as 1-d of size 1 here, as in PyTorch)
+    if is_handle(src) and max(len(src.shape), 1) != max(n, 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    too_big = any(index.shape[i] > x.shape[i] for i in range(n) if i != d)
+    if is_handle(src):
+        if too_big or any(index.shape[i] > (src.shape[i] if src.shape else 1) for i in range(n)):
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(x.shape)} apart "
+                               f"from dimension {d} and to be no larger size than src {list(src.shape)}")
+    elif too_big:
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(x.shape)} apart "
+                           f"from dimension {d}")
+
+
 def _scatter(op: str, x, d, index, src):
     """torch.scatter / scatter_add: src's leading part (index's shape) written (added) into x at index along d."""
     n = len(x.shape)
@@ -293,9 +310,12 @@ def _scatter(op: str, x, d, index, src):
         return x
     if n == 0:
         return policy.for_write(x, src if is_handle(src) else _constant(src, x))[1]
+    _check_scatter_shapes(x, d, index, src)
     if (bad := known_outside(index.bounds, 0, x.shape[d])) is not None:
         raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {x.shape[d]}")
     if is_handle(src):
+        if not src.shape:  # a 0-d source is PyTorch's 1-d of one element (the index: one element, checked)
+            src = reshape(src, [1])
         for i in range(n):
             src = slice_handle(src, i, 0, index.shape[i])
     else:

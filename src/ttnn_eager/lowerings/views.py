@@ -99,6 +99,7 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
     if x.shape.numel() == 0 or x.tt is None:
         return _without_data(x, [x.shape[d] for d in dims])
+    x = policy.permute_layout(x, [x.shape[d] for d in dims])
     return same_values(api.run("permute", x, dims), x)
 
 
@@ -362,7 +363,7 @@ def _diagonal_back(base, value, offset=0, dim1=0, dim2=1, pos=None):
 def scatter_along(op: str, base: api.Handle, d: int, index: api.Handle, value: api.Handle) -> api.Handle:
     """ttnn.<op> (scatter, scatter_add): `base` with value's elements written (added) at `index` along d, as
     torch.scatter; the operands in the layout ttnn takes (layout.scatter_layout), the result TILE."""
-    layout = policy.scatter_layout(base, dim(d, len(base.shape)))
+    layout = policy.scatter_layout(base, dim(d, len(base.shape)), value)
     out = api.run(op, policy.relayout(base, layout), d,
                   policy.relayout(index, policy.scatter_index_layout(index, d, layout)),
                   policy.relayout(value, layout), out_dtype=base.dtype)

@@ -43,6 +43,8 @@ from .models import pcc
 # issue 23's shrunk defaults
 SHRINK = dict(hidden=64, heads=4, kv_heads=2, head_dim=16, layers=2, ffn=128, vocab=1024, experts=4, per_token=2)
 BATCH, SEQ, MASKED = 2, 24, 6      # input_ids (2, 24), the second row's last 6 positions masked
+FLOAT64 = "float32"                # configure(float64=...) of the device forward: models that build float64
+                                   # tables on the input's device (RT-DETR's position embedding) run (NOTES)
 VISION_SIZE = 96                   # torchvision: 2x3x96x96 (or the model's native size when 96 fails on the CPU)
 
 _H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed",
@@ -182,7 +184,8 @@ class _Candidates(list):
 
 def _transformers_inputs(model, cfg, seed: int) -> list:
     """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
-    (dual encoders such as CLIP need both); an image alone; audio samples alone."""
+    (dual encoders such as CLIP need both); an image alone (first with the masking noise of a model that
+    takes one: _masking_noise); audio samples alone."""
     ids, mask = _ids(seed)
     params = inspect.signature(model.forward).parameters
     g = torch.Generator().manual_seed(seed)
@@ -205,11 +208,31 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
         if pixels is not None:
             out.append(dict(text, pixel_values=pixels))
     if pixels is not None:
+        noise = _masking_noise(params, cfg, g)
+        if noise is not None:
+            out.append({"pixel_values": pixels, "noise": noise})
         out.append({"pixel_values": pixels})
     if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
         wave = torch.randn(BATCH, 3840, generator=g)
         out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
     return out or [{}]
+
+
+def _masking_noise(params, cfg, g):
+    """The `noise` input of a masked-image model (ViT-MAE's random_masking argsorts it to pick the patches
+    kept), given to both runs so the comparison is of the network, not of two random generators: one random
+    permutation of 0..n-1 a row over the n patches (distinct integers: exact in bfloat16 up to 256, so the
+    device's argsort sees the CPU's order). None when the model takes no noise or has no patch grid."""
+    if "noise" not in params:
+        return None
+    vc = getattr(cfg, "vision_config", None) or cfg
+    size, patch = getattr(vc, "image_size", None), getattr(vc, "patch_size", None)
+    size = size[0] if isinstance(size, (list, tuple)) else size
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    if not (_is_int(size) and _is_int(patch) and patch > 0):
+        return None
+    n = (size // patch) ** 2
+    return torch.stack([torch.randperm(n, generator=g) for _ in range(BATCH)]).float()
 
 
 def _config(cfg_class):
@@ -351,8 +374,10 @@ def compare_outputs(out, ref, mask=None) -> dict:
 
 
 def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
-    """One forward on the CPU (float32), then one on `device` (the model moved there): compare_outputs plus
-    the CPU fallbacks and the aten and TT-NN op counts of the device forward. A device error raises."""
+    """One forward on the CPU (float32), then one on `device` (the model moved there, float64 tensors stored
+    as float32: FLOAT64): compare_outputs plus the CPU fallbacks and the aten and TT-NN op counts of the
+    device forward. A device error raises."""
+    from .. import config
     from ..features.inventory import record_ops
     torch.manual_seed(0)  # a model that draws random numbers (VITS' noise, ViTMAE's masking) draws the same on
     with torch.no_grad():  # both: a ttnn device's random factories draw from the CPU generator
@@ -360,8 +385,12 @@ def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     model.to(device)
     dinputs = _to(inputs, device)
     torch.manual_seed(0)
-    with torch.no_grad(), record_ops() as rec:
-        out = model(**dinputs)
+    previous = config.configure(float64=FLOAT64)
+    try:
+        with torch.no_grad(), record_ops() as rec:
+            out = model(**dinputs)
+    finally:
+        config.configure(**previous)
     out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
     r = compare_outputs(out, ref, inputs.get("attention_mask"))
     r.update(fallbacks=dict(rec.fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
@@ -693,12 +722,31 @@ NOTES = {
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
     "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
     "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
-    "1.000000 (the fallback of `round`/`repeat_interleave` itself is faithful).",
+    "1.000000 (the fallback of `round`/`repeat_interleave` itself is faithful). The 2 durations that flip are "
+    "0.044 and 0.035 from the rounding boundary on the CPU; the CPU's own float32 duration predictor applied to the "
+    "device's encoder output (Pearson 0.99988) flips the same 2, so no float32 island after the encoder could "
+    "help (docs/numerics.md).",
     "muse_spark_text": "the router computes `sigmoid(logits * 0.18)` in float32 on purpose: its values lie within "
     "0.5 +- 0.002, below bfloat16's resolution there (2^-9), so with float32 stored as bfloat16 (the default) the "
     "top-2 expert choice is noise (router scores Pearson 0.993, layer 0's experts 0.958). CPU bfloat16 weights "
     "alone give 0.99975; `float32_storage=\"float32\"` gives 1.000000.",
     "muse_spark": "its text model is muse_spark_text (the same router; not measured apart with float32 storage).",
+    "bit": "bfloat16 storage across 48 weight-standardized convolutions of a random-weight ResNet-50 whose "
+    "activations grow to ~180: each bottleneck loses a little (encoder 0.964); CPU bfloat16 is below the device "
+    "at every module (encoder 0.955, output 0.938). docs/numerics.md.",
+    "dac": "the residual vector quantizer picks each position's nearest codebook entry: near-ties go the other "
+    "way in bfloat16 (the quantizers' input is at Pearson 0.99995, their picked vectors 0.88 to 1.0; CPU bfloat16 "
+    "flips as many: 0.964), while the decoded audio stays at 0.999. docs/numerics.md.",
+    "vit_mae": "the masking noise is an input (`noise`, the same seeded permutation on both runs): the random "
+    "masking would otherwise keep different patches on the CPU and on the device (Pearson 0.02).",
+    "rt_detr": "builds its sine position embedding in float64 on the input's device (MPS alone excepted): the zoo "
+    "runs the device forward with `configure(float64=\"float32\")` (float64 stored and computed as float32; "
+    "the default refuses float64 with a TypeError). Its low Pearson is a tie: with the seeded weights the "
+    "encoder's class scores of all 1029 anchors are -0.693147 +- 6e-7 (11 distinct float32 values), so which "
+    "300 anchors top-k keeps is float32 rounding noise on the CPU and a tie on the device; the encoder outputs "
+    "agree (>= 0.99994), the query boxes picked from them do not (0.707).",
+    "pp_doclayout_v3": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
+    "pp_doclayout_v4": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
 }
 
 
