@@ -602,3 +602,62 @@ def _complex_retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     p = api.run("concat", [col, zeros], dim=len(h.shape))
     p.shape = torch.Size((*h.shape, 2))
     return as_complex(p)
+
+
+# ----------------------------------------------------------------------------------------------- packed vectors
+# A small per-channel tensor alone on the device costs far more than its bytes: TILE pads a [1, C, 1] column
+# vector (a batch norm's folded scale) to [1, C, 32], 32x, and a depthwise kernel's [kk, C] taps to 32 rows;
+# and every DRAM buffer takes at least one page in each DRAM bank (12 on a Wormhole n150: 24 KiB for one
+# bfloat16 tile). So such tensors are kept as blocks [C, k] (k <= 32 columns: a column vector, or a
+# depthwise kernel's kk taps as columns) of a shared pack: one [rows, 32] TILE tensor per (device, dtype)
+# whose 32 columns are filled top to bottom (a block goes where its columns are lowest), read back by one
+# ttnn.slice where it is used (`unpack`). A pack is made again (re-uploaded from its host copy) when a block
+# is added -- only while forms are being prepared, at a first forward -- and grows to PACK_ROWS rows; it
+# lives while a form refers to it (forms hold their pack, the open pack is held weakly), so it dies with the
+# last model that uses it.
+PACK_ROWS = 4096  # rows of a pack (256 KiB of bfloat16) before the next block starts a new one
+
+
+class _Pack:
+    __slots__ = ("blocks", "heights", "handle", "__weakref__")
+
+    def __init__(self):
+        self.blocks, self.heights, self.handle = [], [0] * api.TILE_SIZE, None
+
+
+_OPEN_PACKS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def pack(value: torch.Tensor, index: int, dtype: torch.dtype) -> tuple:
+    """Store the host tensor `value` -- a vector [C] (read back as [C, 1]) or a block [C, k], k <= 32 -- in
+    the open pack of device `index`, in the storage of torch dtype `dtype` (see above). Returns the entry
+    (pack, row, column, shape) for `unpack`; the entry keeps its pack alive."""
+    value = value.detach().float().reshape(value.shape[0], -1)
+    rows, cols = value.shape
+    if cols > api.TILE_SIZE:
+        raise ValueError(f"pack: a block of {cols} columns (at most {api.TILE_SIZE})")
+    tt_dtype = storage_for(dtype)[0]
+    key = (index, tt_dtype)
+    p = _OPEN_PACKS.get(key)
+    place = None
+    if p is not None:
+        place = min(range(api.TILE_SIZE - cols + 1), key=lambda j: max(p.heights[j:j + cols]))
+        if max(p.heights[place:place + cols]) + rows > max(PACK_ROWS, rows) and any(p.heights):
+            p = None
+    if p is None:
+        p = _OPEN_PACKS[key] = _Pack()
+        place = 0
+    row = max(p.heights[place:place + cols])
+    p.heights[place:place + cols] = [row + rows] * cols
+    p.blocks.append((row, place, value))
+    host = torch.zeros(max(p.heights), api.TILE_SIZE)
+    for r, c, block in p.blocks:
+        host[r:r + block.shape[0], c:c + block.shape[1]] = block
+    p.handle = api.upload(host, tt_dtype, api.TILE, index, dtype=dtype)
+    return p, row, place, (rows, cols)
+
+
+def unpack(entry: tuple) -> api.Handle:
+    """A packed entry (pack()) as its own device tensor [C, k]: one slice of its pack."""
+    p, row, col, (rows, cols) = entry
+    return api.run("slice", p.handle, [row, col], [row + rows, col + cols], [1, 1])

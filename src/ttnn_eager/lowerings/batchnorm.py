@@ -56,26 +56,36 @@ def _fold(x, weight, bias, mean, var, eps):
     c = x.shape[1]
     parts = (weight, bias, mean, var)
     versions = tuple(None if p is None else p.version for p in parts)
+    packed = api.recording is None  # (a graph capture records device ops: the fold is computed by them)
 
     def fold(_):
+        # the parts by weak reference: the form must not keep its parameters (its own handle among them) alive
+        refs = tuple(None if p is None else weakref.ref(p) for p in parts)
+        if packed:  # on the host, in float32, from the parts' values (staged: no device read)
+            w, b, m, v = (None if p is None else policy.download(p).float() for p in parts)
+            scale = torch.rsqrt(v + float(eps))
+            scale = scale * w if w is not None else scale
+            shift = b - m * scale if b is not None else -(m * scale)
+            return (policy.pack(scale, x.index, x.dtype), policy.pack(shift, x.index, x.dtype),
+                    refs, versions)
         w, b, m, v = (None if p is None else policy.ensure(p, TILE_FLOAT) for p in parts)
         inv = api.run("rsqrt", api.run("add", v, float(eps)))
         scale = api.run("multiply", inv, w) if w is not None else inv
         shift = api.run("multiply", m, scale)
         shift = api.run("subtract", b, shift) if b is not None else api.run("neg", shift)
-        # the parts by weak reference: the form must not keep its parameters (its own handle among them) alive
-        refs = tuple(None if p is None else weakref.ref(p) for p in parts)
         return _channels(scale, c), _channels(shift, c), refs, versions
 
     def stale(form):  # a parameter replaced (another tensor, perhaps at the same id) or written since
         return form[3] != versions or any((r is None) != (p is None) or (r is not None and r() is not p)
                                           for r, p in zip(form[2], parts))
 
-    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps)), fold, stale)
+    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps), x.dtype), fold, stale)
     if api.recording is None:
         for p in parts:  # the folded form replaces them on the device
             if p is not None and p.tt is not None:
                 api.release(p)
+    if type(scale) is not api.Handle:  # packed columns: one slice each
+        scale, shift = (_channels(policy.unpack(e), c) for e in (scale, shift))
     return scale, shift
 
 

@@ -35,6 +35,8 @@ Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error nam
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..core import layout as policy
@@ -102,13 +104,19 @@ def _depthwise(x, weight, groups) -> bool:
 
 
 def _taps(weight, dtype):
-    """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by (made
-    once from its staged host value: layout.prepared)."""
+    """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by: kept
+    (made once from its staged host value: layout.prepared) as a block [C, kh*kw] of a shared pack and read
+    back by a slice and a transpose (up to 32 taps; a larger kernel, e.g. 7x7, is kept as [kh*kw, C] TILE)."""
+    kk = math.prod(weight.shape[2:])
+
     def make(h):
         value = h.host[0].reshape(h.shape) if h.host is not None else api.download(h)
-        taps = value.float().reshape(h.shape[0], -1).t().contiguous()
-        return api.upload(taps, dtype, api.TILE, h.index, dtype=h.dtype)
-    return policy.prepared(weight, ("depthwise_taps", dtype), make)
+        value = value.float().reshape(h.shape[0], -1)
+        if kk <= api.TILE_SIZE and api.recording is None:
+            return policy.pack(value, h.index, h.dtype)
+        return api.upload(value.t().contiguous(), dtype, api.TILE, h.index, dtype=h.dtype)
+    form = policy.prepared(weight, ("depthwise_taps", dtype), make)
+    return form if type(form) is api.Handle else permute_handle(policy.unpack(form), (1, 0))
 
 
 def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int):
