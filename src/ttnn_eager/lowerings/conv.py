@@ -10,7 +10,8 @@ Weights. TT-NN re-lays out conv weights and bias into a form that depends on the
 sharding conv2d picks (ttnn.prepare_conv_weights / prepare_conv_bias); the layout policy makes that form
 once per (parameter, configuration) and keeps it (layout.prepared), so a steady-state forward converts
 nothing. A kernel parameter is staged on the host until then (core/layout.py), so the prepared form is its
-only device copy; the weight arrives as it is (STAGED: not uploaded for this op).
+only device copy; the weight arrives as it is (STAGED: not uploaded for this op). So does the bias, which is
+staged back on the host once prepared (api.release: its value stays exact for any other reader).
 
 Transposed convolutions (ConvTranspose1d/2d) are TT-NN's conv_transpose2d the same way, their weights
 ([in, out, kh, kw]) mirrored by their preparation as PyTorch's semantics ask.
@@ -77,6 +78,8 @@ def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False):
         bias_kwargs = {k: v for k, v in common.items() if k != "output_padding"}
         b = policy.prepared(bias, key, lambda h: api.prepare(prepare_b, "bias_tensor", h, (1, 1, 1, h.shape[0]),
                                                              **bias_kwargs))
+        if api.recording is None and bias.tt is not None:
+            api.release(bias)  # its prepared form replaces it on the device (read again from the host)
     return w, b
 
 
@@ -142,8 +145,21 @@ def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int,
     if kk > 1:
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
     if bias is not None:
-        out = api.run("add", out, bias)
+        out = api.run("add", out, _row(bias))
     return permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
+
+
+def _row(bias):
+    """A depthwise convolution's bias [C] as the [1, C] row added to its NHWC result: kept as a column of a
+    shared pack (made once from its host value, and the original staged back on the host: api.release),
+    read back by a slice and a transpose."""
+    if api.recording is not None:
+        return policy.ensure(bias, TILE_FLOAT)
+    entry = policy.prepared(bias, ("depthwise_bias",), lambda h: policy.pack(
+        h.host[0].reshape(h.shape) if h.host is not None else api.download(h), h.index, h.dtype))
+    if bias.tt is not None:
+        api.release(bias)
+    return permute_handle(policy.unpack(entry), (1, 0))
 
 
 def _out_size(size, k, s, p, d, op, transposed) -> int:
@@ -153,7 +169,7 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 
 
 @lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat", "mul", "sum", "add"],
-          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": ANY},
+          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise as a sum of shifted windows times per-channel weights "
                 "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; 3-d convolutions and "
