@@ -412,6 +412,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     if h.tt is None:
         if need is STAGED and h.host is not None:
             return h
+        if need.layout is api.TILE and is_packed_column(h):
+            return ensure(_unpacked_column(h), need)
         materialize(h)
     if satisfies(h.tt, need):
         return h  # the common case
@@ -655,6 +657,24 @@ def pack(value: torch.Tensor, index: int, dtype: torch.dtype) -> tuple:
         host[r:r + block.shape[0], c:c + block.shape[1]] = block
     p.handle = api.upload(host, tt_dtype, api.TILE, index, dtype=dtype)
     return p, row, place, (rows, cols)
+
+
+def is_packed_column(h: api.Handle) -> bool:
+    """A staged floating tensor [C, 1, ..., 1] (a per-channel parameter such as ConvNeXt's layer scale,
+    staged as a kernel-shaped parameter: is_kernel_weight): alone in TILE its unit dimensions would be
+    padded to 32x32 (1024x its bytes), so every computing use reads it from a packed column instead."""
+    shape = h.shape
+    return (h.host is not None and len(shape) >= 2 and shape[0] > 1 and h.dtype.is_floating_point
+            and h.dtype is not torch.complex64 and all(d == 1 for d in shape[1:]))
+
+
+def _unpacked_column(h: api.Handle) -> api.Handle:
+    """A packed-column tensor (is_packed_column) as a device tensor of its shape, for one use (a slice of
+    its pack and a reshape; the pack entry is made once and kept as a prepared form)."""
+    entry = prepared(h, ("column",), lambda s: pack(s.host[0].reshape(-1), s.index, s.dtype))
+    out = api.run("reshape", unpack(entry), tuple(h.shape))
+    out.shape = h.shape
+    return out
 
 
 def unpack(entry: tuple) -> api.Handle:
