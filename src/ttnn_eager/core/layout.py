@@ -85,7 +85,9 @@ Prepared forms (`prepared`): a parameter re-laid out into the private form one T
 weights and bias (ttnn.prepare_conv_weights / prepare_conv_bias), whose form depends on the input's size,
 the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept on the
 parameter's handle (Handle.forms) while it lives and is not written; a steady-state forward prepares
-(converts) nothing. The forms die with the handle (no module-level cache holds them).
+(converts) nothing. The forms die with the handle (no module-level cache holds them). Small per-channel
+forms (batch-norm folds, depthwise taps and biases) and per-channel parameters [C, 1, 1] are kept in shared
+packs (`pack`, `unpack`: see "packed vectors" below), where alone TILE would pad them 32x to 1024x.
 
 Transfers (`transfer_layout`, used by `to_device` and `download`): a tensor crosses PCIe in its own layout,
 except a TILE tensor whose tile padding would at least double the bytes moved and add 64 KiB or more -- a
@@ -616,7 +618,8 @@ def _complex_retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
 # ttnn.slice where it is used (`unpack`). A pack is made again (re-uploaded from its host copy) when a block
 # is added -- only while forms are being prepared, at a first forward -- and grows to PACK_ROWS rows; it
 # lives while a form refers to it (forms hold their pack, the open pack is held weakly), so it dies with the
-# last model that uses it.
+# last model that uses it. A pack read during a graph capture takes no more blocks (its buffer stays the one
+# the graph recorded).
 PACK_ROWS = 4096  # rows of a pack (256 KiB of bfloat16) before the next block starts a new one
 
 
@@ -680,4 +683,8 @@ def _unpacked_column(h: api.Handle) -> api.Handle:
 def unpack(entry: tuple) -> api.Handle:
     """A packed entry (pack()) as its own device tensor [C, k]: one slice of its pack."""
     p, row, col, (rows, cols) = entry
+    if api.recording is not None:  # a captured graph reads this pack's buffer: no block is added to it now
+        for key, open_pack in list(_OPEN_PACKS.items()):
+            if open_pack is p:
+                del _OPEN_PACKS[key]
     return api.run("slice", p.handle, [row, col], [row + rows, col + cols], [1, 1])

@@ -24,8 +24,11 @@ kernel-4 causal conv1d of linear-attention layers, C = 8192). A depthwise convol
 kh*kw taps of a shifted (strided) window of the input times one weight per channel, so it is lowered as
 that: the input NHWC, zero-padded (constant_pad_nd: zeros concatenated; ttnn.pad of a TILE tensor has no
 front padding), each tap one ttnn.slice; the kk windows concatenated along a new leading dimension,
-multiplied by the weight as [kk, 1, 1, C] (broadcast) and summed over the taps. The weight's kept form is [kk, C] TILE (kk rounded up to 32 rows: 3.6x a 3x3 kernel's bytes, 1.3x a 5x5's),
-made once from its staged host value.
+multiplied by the weight as [kk, 1, 1, C] (broadcast) and summed over the taps. The weight is kept as a
+block [C, kk] of a shared pack (layout.pack: alone, [kk, C] in TILE rounds kk up to 32 rows, 3.6x a 3x3
+kernel's bytes, and takes a tile in every DRAM bank), made once from its staged host value and read back by a
+slice and a transpose; kernels of more than 32 taps (7x7) are kept as [kk, C] TILE. A bias is a packed
+column too, added as a [1, C] row.
 
 Grouped convolutions that are not depthwise (ResNeXt, RegNet, SqueezeBERT's grouped conv1d, depthwise with a
 channel multiplier) are TT-NN conv2d's own `groups=` (its prepared weight is the block-diagonal
@@ -41,7 +44,7 @@ import math
 import torch
 
 from ..core import layout as policy
-from ..core.layout import ANY, STAGED, TILE_FLOAT
+from ..core.layout import STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .padding import constant_pad_nd
