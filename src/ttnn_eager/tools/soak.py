@@ -91,7 +91,10 @@ def _transformers(model_type: str, seed: int):
     cfg = transformers.AutoConfig.for_model(model_type)
     for key, value in _SHRUNK.items():
         if hasattr(cfg, key):
-            setattr(cfg, key, value)
+            try:
+                setattr(cfg, key, value)
+            except AttributeError:  # (a derived property: Falcon's head_dim)
+                pass
     if getattr(cfg, "num_key_value_heads", None) is not None and hasattr(cfg, "num_attention_heads"):
         cfg.num_key_value_heads = min(cfg.num_key_value_heads, cfg.num_attention_heads)
     if getattr(cfg, "rotary_dim", None):  # (GPT-J, CodeGen: at most the shrunk head size)
