@@ -50,3 +50,19 @@ def test_module_to_keeps_extra_references_to_parameters():
     assert pcc(out, ref) >= 0.999
     model.to("cpu")
     assert model.class_token is token and token.device.type == "cpu"
+
+
+def test_the_soak_sees_a_device_tensor_that_outlives_its_model():
+    """The leak check can fail: a device tensor kept alive across runs (here by the report callback) shows up
+    in the next row as DRAM above the baseline and a live device tensor."""
+    kept = []
+
+    def keep(row):
+        if not kept:
+            kept.append(torch.ones(64, 64).to(DEV))
+    result = soak.soak(["hf:bert"], warmup=False, report=keep)
+    first, last = result["rows"]
+    assert first["leaked"] == {} and first["leaked_tensors"] == 0
+    assert last["leaked"].get("DRAM", 0) >= 64 * 64 * 2 and last["leaked_tensors"] == 1, last["leaked"]
+    del kept[:]
+    assert soak.memory() == result["baseline"]

@@ -88,7 +88,9 @@ Prepared forms (`prepared`): a parameter re-laid out into the private form one T
 weights and bias (ttnn.prepare_conv_weights / prepare_conv_bias), whose form depends on the input's size,
 the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept on the
 parameter's handle (Handle.forms) while it lives and is not written; a steady-state forward prepares
-(converts) nothing. The forms die with the handle (no module-level cache holds them).
+(converts) nothing. The forms die with the handle (no module-level cache holds them). Small per-channel
+forms (batch-norm folds, depthwise taps and biases) and per-channel parameters [C, 1, 1] are kept in shared
+packs (`pack`, `unpack`: see "packed vectors" below), where alone TILE would pad them 32x to 1024x.
 
 Transfers (`transfer_layout`, used by `to_device` and `download`): a tensor crosses PCIe in its own layout,
 except a TILE tensor whose tile padding would at least double the bytes moved and add 64 KiB or more -- a
@@ -437,6 +439,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
     if h.tt is None:
         if need is STAGED and h.host is not None:
             return h
+        if need.layout is api.TILE and is_packed_column(h):
+            return ensure(_unpacked_column(h), need)
         materialize(h)
     if satisfies(h.tt, need):
         return h  # the common case
@@ -651,3 +655,85 @@ def _complex_retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     p = api.run("concat", [col, zeros], dim=len(h.shape))
     p.shape = torch.Size((*h.shape, 2))
     return as_complex(p)
+
+
+# ----------------------------------------------------------------------------------------------- packed vectors
+# A small per-channel tensor alone on the device costs far more than its bytes: TILE pads a [1, C, 1] column
+# vector (a batch norm's folded scale) to [1, C, 32], 32x, and a depthwise kernel's [kk, C] taps to 32 rows;
+# and every DRAM buffer takes at least one page in each DRAM bank (12 on a Wormhole n150: 24 KiB for one
+# bfloat16 tile). So such tensors are kept as blocks [C, k] (k <= 32 columns: a column vector, or a
+# depthwise kernel's kk taps as columns) of a shared pack: one [rows, 32] TILE tensor per (device, dtype)
+# whose 32 columns are filled top to bottom (a block goes where its columns are lowest), read back by one
+# ttnn.slice where it is used (`unpack`). A pack is made again (re-uploaded from its host copy) when a block
+# is added -- only while forms are being prepared, at a first forward -- and grows to PACK_ROWS rows; it
+# lives while a form refers to it (forms hold their pack, the open pack is held weakly), so it dies with the
+# last model that uses it. A pack read during a graph capture takes no more blocks (its buffer stays the one
+# the graph recorded).
+PACK_ROWS = 4096  # rows of a pack (256 KiB of bfloat16) before the next block starts a new one
+
+
+class _Pack:
+    __slots__ = ("blocks", "heights", "handle", "__weakref__")
+
+    def __init__(self):
+        self.blocks, self.heights, self.handle = [], [0] * api.TILE_SIZE, None
+
+
+_OPEN_PACKS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def pack(value: torch.Tensor, index: int, dtype: torch.dtype) -> tuple:
+    """Store the host tensor `value` -- a vector [C] (read back as [C, 1]) or a block [C, k], k <= 32 -- in
+    the open pack of device `index`, in the storage of torch dtype `dtype` (see above). Returns the entry
+    (pack, row, column, shape) for `unpack`; the entry keeps its pack alive."""
+    value = value.detach().float().reshape(value.shape[0], -1)
+    rows, cols = value.shape
+    if cols > api.TILE_SIZE:
+        raise ValueError(f"pack: a block of {cols} columns (at most {api.TILE_SIZE})")
+    tt_dtype = storage_for(dtype)[0]
+    key = (index, tt_dtype)
+    p = _OPEN_PACKS.get(key)
+    place = None
+    if p is not None:
+        place = min(range(api.TILE_SIZE - cols + 1), key=lambda j: max(p.heights[j:j + cols]))
+        if max(p.heights[place:place + cols]) + rows > max(PACK_ROWS, rows) and any(p.heights):
+            p = None
+    if p is None:
+        p = _OPEN_PACKS[key] = _Pack()
+        place = 0
+    row = max(p.heights[place:place + cols])
+    p.heights[place:place + cols] = [row + rows] * cols
+    p.blocks.append((row, place, value))
+    host = torch.zeros(max(p.heights), api.TILE_SIZE)
+    for r, c, block in p.blocks:
+        host[r:r + block.shape[0], c:c + block.shape[1]] = block
+    p.handle = api.upload(host, tt_dtype, api.TILE, index, dtype=dtype)
+    return p, row, place, (rows, cols)
+
+
+def is_packed_column(h: api.Handle) -> bool:
+    """A staged floating tensor [C, 1, ..., 1] (a per-channel parameter such as ConvNeXt's layer scale,
+    staged as a kernel-shaped parameter: is_kernel_weight): alone in TILE its unit dimensions would be
+    padded to 32x32 (1024x its bytes), so every computing use reads it from a packed column instead."""
+    shape = h.shape
+    return (h.host is not None and len(shape) >= 2 and shape[0] > 1 and h.dtype.is_floating_point
+            and h.dtype is not torch.complex64 and all(d == 1 for d in shape[1:]))
+
+
+def _unpacked_column(h: api.Handle) -> api.Handle:
+    """A packed-column tensor (is_packed_column) as a device tensor of its shape, for one use (a slice of
+    its pack and a reshape; the pack entry is made once and kept as a prepared form)."""
+    entry = prepared(h, ("column",), lambda s: pack(s.host[0].reshape(-1), s.index, s.dtype))
+    out = api.run("reshape", unpack(entry), tuple(h.shape))
+    out.shape = h.shape
+    return out
+
+
+def unpack(entry: tuple) -> api.Handle:
+    """A packed entry (pack()) as its own device tensor [C, k]: one slice of its pack."""
+    p, row, col, (rows, cols) = entry
+    if api.recording is not None:  # a captured graph reads this pack's buffer: no block is added to it now
+        for key, open_pack in list(_OPEN_PACKS.items()):
+            if open_pack is p:
+                del _OPEN_PACKS[key]
+    return api.run("slice", p.handle, [row, col], [row + rows, col + cols], [1, 1])

@@ -6,13 +6,16 @@ The input [N, C, *] is viewed as [N, C, L] (L = the product of the spatial sizes
 Eval (running statistics): y = x * scale + shift with scale = weight / sqrt(running_var + eps) and
 shift = bias - running_mean * scale, folded once per (parameters, versions) by the layout policy
 (layout.prepared on the running mean: a write into any of them, e.g. load_state_dict, refolds), so a
-steady-state forward is one multiply and one add per BatchNorm. The folded form holds its parameters only
+steady-state forward is one multiply and one add per BatchNorm (and a slice for each of scale and shift).
+The fold is computed on the host in float32 from the parameters' values and kept as two columns of a shared
+pack (layout.pack): alone, a [1, C, 1] vector takes [1, C, 32] in TILE (32x) and at least a tile in each of
+the 12 DRAM banks (24 KiB), which made batch norms a third of mobilenet_v2's device memory. (During a graph
+capture the fold is computed by device ops, as separate tensors.) The folded form holds its parameters only
 weakly (to tell a parameter from a later one at the same id): a form that held them -- the running mean
 among them, its own handle -- kept all six tensors of every BatchNorm on the device after its model was
 deleted, when the forms were kept in a weak-keyed cache. Once folded, the four tensors are staged back to the
-host (api.release): the folded scale and shift replace them on the device (each small tensor takes at least
-one tile in each of the 12 DRAM banks, 24 KiB), so the lowerings take them as they are (STAGED) and put them
-on the device only where they compute with them (the fold, training).
+host (api.release): the folded scale and shift replace them on the device, so the lowerings take them as
+they are (STAGED) and put them on the device only where they compute with them (training).
 
 Training (batch statistics, also InstanceNorm and GroupNorm): mean and biased variance over (N, L) in
 float32 (a bfloat16 variance loses its small values), normalized in float32, the result stored back in the
@@ -56,26 +59,36 @@ def _fold(x, weight, bias, mean, var, eps):
     c = x.shape[1]
     parts = (weight, bias, mean, var)
     versions = tuple(None if p is None else p.version for p in parts)
+    packed = api.recording is None  # (a graph capture records device ops: the fold is computed by them)
 
     def fold(_):
+        # the parts by weak reference: the form must not keep its parameters (its own handle among them) alive
+        refs = tuple(None if p is None else weakref.ref(p) for p in parts)
+        if packed:  # on the host, in float32, from the parts' values (staged: no device read)
+            w, b, m, v = (None if p is None else policy.download(p).float() for p in parts)
+            scale = torch.rsqrt(v + float(eps))
+            scale = scale * w if w is not None else scale
+            shift = b - m * scale if b is not None else -(m * scale)
+            return (policy.pack(scale, x.index, x.dtype), policy.pack(shift, x.index, x.dtype),
+                    refs, versions)
         w, b, m, v = (None if p is None else policy.ensure(p, TILE_FLOAT) for p in parts)
         inv = api.run("rsqrt", api.run("add", v, float(eps)))
         scale = api.run("multiply", inv, w) if w is not None else inv
         shift = api.run("multiply", m, scale)
         shift = api.run("subtract", b, shift) if b is not None else api.run("neg", shift)
-        # the parts by weak reference: the form must not keep its parameters (its own handle among them) alive
-        refs = tuple(None if p is None else weakref.ref(p) for p in parts)
         return _channels(scale, c), _channels(shift, c), refs, versions
 
     def stale(form):  # a parameter replaced (another tensor, perhaps at the same id) or written since
         return form[3] != versions or any((r is None) != (p is None) or (r is not None and r() is not p)
                                           for r, p in zip(form[2], parts))
 
-    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps)), fold, stale)
+    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps), x.dtype), fold, stale)
     if api.recording is None:
         for p in parts:  # the folded form replaces them on the device
             if p is not None and p.tt is not None:
                 api.release(p)
+    if type(scale) is not api.Handle:  # packed columns: one slice each
+        scale, shift = (_channels(policy.unpack(e), c) for e in (scale, shift))
     return scale, shift
 
 
@@ -134,8 +147,8 @@ def _check(x):
         raise Unfit(f"batch_norm: input of shape {list(x.shape)}")
 
 
-@lowering(aten.native_batch_norm.default, ttnn=["multiply", "add", "mean", "subtract", "rsqrt"],
-          needs=_NEEDS, notes="eval: one multiply-add with scale/shift folded once; training: float32 "
+@lowering(aten.native_batch_norm.default, ttnn=["multiply", "add", "mean", "subtract", "rsqrt", "slice"],
+          needs=_NEEDS, notes="eval: one multiply-add with scale/shift folded once (on the host, kept in a shared pack); training: float32 "
                                   "batch statistics, running statistics updated in place")
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     _check(x)
@@ -145,14 +158,14 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     return _eval(x, weight, bias, running_mean, running_var, eps)
 
 
-@lowering(aten._native_batch_norm_legit_no_training.default, ttnn=["multiply", "add"], needs=_NEEDS)
+@lowering(aten._native_batch_norm_legit_no_training.default, ttnn=["multiply", "add", "slice"], needs=_NEEDS)
 def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
     _check(x)
     return _eval(x, weight, bias, running_mean, running_var, eps)
 
 
 @lowering(aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
-          ttnn=["multiply", "add", "mean", "subtract", "rsqrt"], needs=_NEEDS)
+          ttnn=["multiply", "add", "mean", "subtract", "rsqrt", "slice"], needs=_NEEDS)
 def native_batch_norm_legit(x, weight, bias, *args):
     _check(x)
     if len(args) == 5:  # running_mean, running_var, training, momentum, eps

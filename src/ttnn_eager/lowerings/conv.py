@@ -10,7 +10,8 @@ Weights. TT-NN re-lays out conv weights and bias into a form that depends on the
 sharding conv2d picks (ttnn.prepare_conv_weights / prepare_conv_bias); the layout policy makes that form
 once per (parameter, configuration) and keeps it (layout.prepared), so a steady-state forward converts
 nothing. A kernel parameter is staged on the host until then (core/layout.py), so the prepared form is its
-only device copy; the weight arrives as it is (STAGED: not uploaded for this op).
+only device copy; the weight arrives as it is (STAGED: not uploaded for this op). So does the bias, which is
+staged back on the host once prepared (api.release: its value stays exact for any other reader).
 
 Transposed convolutions (ConvTranspose1d/2d) are TT-NN's conv_transpose2d the same way, their weights
 ([in, out, kh, kw]) mirrored by their preparation as PyTorch's semantics ask.
@@ -23,8 +24,11 @@ kernel-4 causal conv1d of linear-attention layers, C = 8192). A depthwise convol
 kh*kw taps of a shifted (strided) window of the input times one weight per channel, so it is lowered as
 that: the input NHWC, zero-padded (constant_pad_nd: zeros concatenated; ttnn.pad of a TILE tensor has no
 front padding), each tap one ttnn.slice; the kk windows concatenated along a new leading dimension,
-multiplied by the weight as [kk, 1, 1, C] (broadcast) and summed over the taps. The weight's kept form is [kk, C] TILE (kk rounded up to 32 rows: 3.6x a 3x3 kernel's bytes, 1.3x a 5x5's),
-made once from its staged host value.
+multiplied by the weight as [kk, 1, 1, C] (broadcast) and summed over the taps. The weight is kept as a
+block [C, kk] of a shared pack (layout.pack: alone, [kk, C] in TILE rounds kk up to 32 rows, 3.6x a 3x3
+kernel's bytes, and takes a tile in every DRAM bank), made once from its staged host value and read back by a
+slice and a transpose; kernels of more than 32 taps (7x7) are kept as [kk, C] TILE. A bias is a packed
+column too, added as a [1, C] row.
 
 Grouped convolutions that are not depthwise (ResNeXt, RegNet, SqueezeBERT's grouped conv1d, depthwise with a
 channel multiplier) are TT-NN conv2d's own `groups=` (its prepared weight is the block-diagonal
@@ -35,10 +39,12 @@ Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error nam
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..core import layout as policy
-from ..core.layout import ANY, STAGED, TILE_FLOAT
+from ..core.layout import STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .padding import constant_pad_nd
@@ -75,6 +81,8 @@ def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False):
         bias_kwargs = {k: v for k, v in common.items() if k != "output_padding"}
         b = policy.prepared(bias, key, lambda h: api.prepare(prepare_b, "bias_tensor", h, (1, 1, 1, h.shape[0]),
                                                              **bias_kwargs))
+        if api.recording is None and bias.tt is not None:
+            api.release(bias)  # its prepared form replaces it on the device (read again from the host)
     return w, b
 
 
@@ -102,13 +110,19 @@ def _depthwise(x, weight, groups) -> bool:
 
 
 def _taps(weight, dtype):
-    """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by (made
-    once from its staged host value: layout.prepared)."""
+    """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by: kept
+    (made once from its staged host value: layout.prepared) as a block [C, kh*kw] of a shared pack and read
+    back by a slice and a transpose (up to 32 taps; a larger kernel, e.g. 7x7, is kept as [kh*kw, C] TILE)."""
+    kk = math.prod(weight.shape[2:])
+
     def make(h):
         value = h.host[0].reshape(h.shape) if h.host is not None else api.download(h)
-        taps = value.float().reshape(h.shape[0], -1).t().contiguous()
-        return api.upload(taps, dtype, api.TILE, h.index, dtype=h.dtype)
-    return policy.prepared(weight, ("depthwise_taps", dtype), make)
+        value = value.float().reshape(h.shape[0], -1)
+        if kk <= api.TILE_SIZE and api.recording is None:
+            return policy.pack(value, h.index, h.dtype)
+        return api.upload(value.t().contiguous(), dtype, api.TILE, h.index, dtype=h.dtype)
+    form = policy.prepared(weight, ("depthwise_taps", dtype), make)
+    return form if type(form) is api.Handle else permute_handle(policy.unpack(form), (1, 0))
 
 
 def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int):
@@ -134,8 +148,21 @@ def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int,
     if kk > 1:
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
     if bias is not None:
-        out = api.run("add", out, bias)
+        out = api.run("add", out, _row(bias))
     return permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
+
+
+def _row(bias):
+    """A depthwise convolution's bias [C] as the [1, C] row added to its NHWC result: kept as a column of a
+    shared pack (made once from its host value, and the original staged back on the host: api.release),
+    read back by a slice and a transpose."""
+    if api.recording is not None:
+        return policy.ensure(bias, TILE_FLOAT)
+    entry = policy.prepared(bias, ("depthwise_bias",), lambda h: policy.pack(
+        h.host[0].reshape(h.shape) if h.host is not None else api.download(h), h.index, h.dtype))
+    if bias.tt is not None:
+        api.release(bias)
+    return permute_handle(policy.unpack(entry), (1, 0))
 
 
 def _out_size(size, k, s, p, d, op, transposed) -> int:
@@ -145,7 +172,7 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 
 
 @lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat", "mul", "sum", "add"],
-          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": ANY},
+          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise as a sum of shifted windows times per-channel weights "
                 "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; 3-d convolutions and "

@@ -91,11 +91,22 @@ def _transformers(model_type: str, seed: int):
     cfg = transformers.AutoConfig.for_model(model_type)
     for key, value in _SHRUNK.items():
         if hasattr(cfg, key):
-            setattr(cfg, key, value)
+            try:
+                setattr(cfg, key, value)
+            except AttributeError:  # (a derived property: Falcon's head_dim)
+                pass
     if getattr(cfg, "num_key_value_heads", None) is not None and hasattr(cfg, "num_attention_heads"):
         cfg.num_key_value_heads = min(cfg.num_key_value_heads, cfg.num_attention_heads)
+    if getattr(cfg, "rotary_dim", None):  # (GPT-J, CodeGen: at most the shrunk head size)
+        cfg.rotary_dim = min(cfg.rotary_dim, _SHRUNK["head_dim"])
+    vocab = getattr(cfg, "vocab_size", None)
+    if vocab and isinstance(getattr(cfg, "pad_token_id", None), int) and cfg.pad_token_id >= vocab:
+        cfg.pad_token_id = 0  # (Phi-3's 32000 beyond the shrunk vocabulary)
     torch.manual_seed(seed)
-    return transformers.AutoModel.from_config(cfg).eval()
+    model = transformers.AutoModel.from_config(cfg).eval()
+    if hasattr(model, "set_default_language"):  # X-MOD's language adapters
+        model.set_default_language(next(iter(cfg.languages)))
+    return model
 
 
 def build(entry: str, seed: int = 0):
@@ -109,7 +120,7 @@ def build(entry: str, seed: int = 0):
     if source == "hf":
         model = _transformers(name, seed)
         g = torch.Generator().manual_seed(seed)
-        ids = torch.randint(3, min(model.config.vocab_size, 1000), (2, 24), generator=g)
+        ids = torch.randint(3, min(getattr(model.config, "vocab_size", 1000), 1000), (2, 24), generator=g)
         mask = torch.ones_like(ids)
         mask[1, -6:] = 0
         inputs = {"input_ids": ids, "attention_mask": mask}
