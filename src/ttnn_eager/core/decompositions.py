@@ -60,6 +60,6 @@ def table() -> dict:
 
 
 def get(func):
-    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE), or None."""
-    from . import recurrent
-    return table().get(func) or recurrent.TABLE.get(func)
+    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE or attention.TABLE), or None."""
+    from . import attention, recurrent
+    return table().get(func) or recurrent.TABLE.get(func) or attention.TABLE.get(func)

@@ -1,0 +1,91 @@
+"""Issue 23 item 7 (the torchvision zoo, docs/zoo_vision.json): the ops torchvision families fell back on,
+each against PyTorch float32 on the CPU (Pearson and max error), in strict mode (a CPU fallback fails)."""
+import pytest
+import torch
+
+import ttnn_eager
+from ttnn_eager import counters
+
+DEV = "ttnn:0"
+aten = torch.ops.aten
+
+
+def _pearson(a, b) -> float:
+    a, b = a.detach().flatten().double(), b.detach().flatten().double()
+    return torch.corrcoef(torch.stack([a, b]))[0, 1].item()
+
+
+def _close(out, ref, pearson=0.999, rel=0.03):
+    assert out.shape == ref.shape and out.dtype == ref.dtype, (out.shape, ref.shape, out.dtype, ref.dtype)
+    got = out.cpu()
+    assert _pearson(got, ref) >= pearson, _pearson(got, ref)
+    assert (got - ref).abs().max().item() <= rel * max(ref.abs().max().item(), 1.0), (got - ref).abs().max()
+
+
+# ------------------------------------------------------------------------------------------- multi-head attention
+# nn.MultiheadAttention's fast path (no_grad, eval, batch_first) calls the fused _native_multi_head_attention:
+# torchvision's ViT. core/attention.py decomposes it into projections, (masked) softmax attention and the
+# output projection on the device.
+MHA_CASES = {
+    "self, no weights (ViT)": dict(need_weights=False),
+    "self, averaged weights": dict(need_weights=True),
+    "self, per-head weights": dict(need_weights=True, average_attn_weights=False),
+    "key padding mask": dict(key_padding_mask="kp", need_weights=False),
+    "causal src mask": dict(attn_mask="causal", need_weights=False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MHA_CASES))
+@pytest.mark.parametrize("embed,heads", [(64, 2), (64, 4)])  # head_dim 32 (fused sdpa), 16 (decomposed)
+def test_native_multi_head_attention_runs_on_the_device(case, embed, heads):
+    torch.manual_seed(0)
+    m = torch.nn.MultiheadAttention(embed, heads, batch_first=True).eval()
+    x = torch.randn(2, 7, embed)
+    kw = dict(MHA_CASES[case])
+    if kw.get("key_padding_mask") == "kp":
+        kp = torch.zeros(2, 7, dtype=torch.bool)
+        kp[1, 4:] = True
+        kw["key_padding_mask"] = kp
+    if kw.get("attn_mask") == "causal":
+        kw["attn_mask"] = torch.triu(torch.ones(7, 7, dtype=torch.bool), 1)
+    with torch.no_grad():
+        ref = m(x, x, x, **kw)
+        md = m.to(DEV)
+        xd = x.to(DEV)
+        kwd = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        ttnn_eager.reset_stats()
+        with ttnn_eager.strict():
+            out = md(xd, xd, xd, **kwd)
+    assert counters.aten_by_op()[aten._native_multi_head_attention.default] == 1  # (the fast path was taken)
+    _close(out[0], ref[0])
+    if ref[1] is None:
+        assert out[1] is None
+    else:
+        _close(out[1], ref[1])
+
+
+def test_native_multi_head_attention_cross_attention():
+    """query, key and value distinct tensors: three projections by the packed weight's thirds."""
+    torch.manual_seed(1)
+    m = torch.nn.MultiheadAttention(64, 2, batch_first=True).eval()
+    q, k, v = torch.randn(2, 5, 64), torch.randn(2, 9, 64), torch.randn(2, 9, 64)
+    with torch.no_grad():
+        ref = m(q, k, v, need_weights=False)[0]
+        md = m.to(DEV)
+        with ttnn_eager.strict():
+            out = md(q.to(DEV), k.to(DEV), v.to(DEV), need_weights=False)[0]
+    _close(out, ref)
+
+
+def test_vit_encoder_block_runs_on_the_device():
+    """torchvision's ViT encoder block (LayerNorm, MultiheadAttention, MLP) with no CPU fallback."""
+    from torchvision.models.vision_transformer import EncoderBlock
+    torch.manual_seed(0)
+    block = EncoderBlock(num_heads=4, hidden_dim=128, mlp_dim=256, dropout=0.0, attention_dropout=0.0).eval()
+    x = torch.randn(2, 17, 128)
+    with torch.no_grad():
+        ref = block(x)
+        bd = block.to(DEV)
+        with ttnn_eager.strict():
+            out = bd(x.to(DEV))
+    _close(out, ref)
