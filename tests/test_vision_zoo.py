@@ -89,3 +89,21 @@ def test_vit_encoder_block_runs_on_the_device():
         with ttnn_eager.strict():
             out = bd(x.to(DEV))
     _close(out, ref)
+
+
+# ------------------------------------------------------------------------------------------------ as_strided_
+def test_as_strided_in_place_restrides_without_killing_the_process():
+    """as_strided_ (the CPU kernel crashed the process: SIGSEGV) -- adaptive_avg_pool2d to 1x1 of a
+    channels-last-strided input (the head of torchvision's Swin and MaxViT) restrides its mean so."""
+    x = torch.randn(2, 5, 5, 8)
+    ref = torch.nn.functional.adaptive_avg_pool2d(x.permute(0, 3, 1, 2), 1)
+    with ttnn_eager.strict():
+        out = torch.nn.functional.adaptive_avg_pool2d(x.to(DEV).permute(0, 3, 1, 2), 1)
+    assert out.stride() == ref.stride()
+    _close(out, ref)
+    for size, stride, offset in [((3, 2), (2, 1), 0), ((2, 3), (1, 2), 0), ((2, 2), (3, 1), 1)]:
+        t, td = torch.arange(6.0), torch.arange(6.0).to(DEV)
+        t.as_strided_(size, stride, offset)
+        td.as_strided_(size, stride, offset)
+        assert td.shape == t.shape and td.stride() == t.stride() and td.storage_offset() == t.storage_offset()
+        assert torch.equal(td.cpu(), t), (size, stride, td.cpu(), t)

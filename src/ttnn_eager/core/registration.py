@@ -138,7 +138,7 @@ def _register_kernels(dispatch) -> None:
 
 
 # ops whose PyTorch kernel is device-generic metadata (a TensorImpl on the same storage): the CPU kernel itself
-_CPU_KERNELS = ("set_.source_Storage_storage_offset", "set_.source_Storage", "as_strided", "as_strided_")
+_CPU_KERNELS = ("set_.source_Storage_storage_offset", "set_.source_Storage", "as_strided")
 # ops left to PyTorch's own kernels (they read metadata only, or are PyTorch's tensor plumbing). detach, alias
 # and lift_fresh make an alias of the same geometry in C++ (found through the storage: tensor.py); made here in
 # Python, the alias would already have a Python object, and nn.Parameter(x) (_make_subclass of x.detach())
@@ -157,6 +157,16 @@ def _cpu_kernel(op):
     def kernel(*args, **kwargs):
         return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
     return kernel
+
+
+def _as_strided_(x, size, stride, storage_offset=None):
+    """as_strided_ as set_ onto the tensor's own storage: the CPU kernel of as_strided_ crashes the process
+    (SIGSEGV) on a ttnn tensor -- adaptive_avg_pool2d to 1x1 of a channels-last-strided input calls it
+    (torchvision's Swin and MaxViT heads), so does nn.Module code restriding its own outputs."""
+    offset = x.storage_offset() if storage_offset is None else storage_offset
+    torch.ops.aten.set_.source_Storage_storage_offset._op_dk(
+        torch._C.DispatchKey.CPU, x, x.untyped_storage(), offset, size, stride)
+    return x
 
 
 def _boxed_fallback(op, *args, **kwargs):
@@ -185,6 +195,7 @@ def register(device_module, load_backend) -> None:
     for name in _CPU_KERNELS:
         op = _op(name)
         kernels.impl(op, _cpu_kernel(op), "PrivateUse1")
+    kernels.impl(_op("as_strided_"), _as_strided_, "PrivateUse1")
     # reshape's composite emits _reshape_alias(self, size, stride) where a view will do: it is that view
     kernels.impl(_op("_reshape_alias"), _reshape_alias, "PrivateUse1")
     for name in KEEP_WHOLE:
