@@ -258,7 +258,8 @@ def _build_torchvision(name: str, seed: int = 0):
         x = torch.randn(BATCH, 3, 8, 112, 112, generator=torch.Generator().manual_seed(seed))
     if kind == "detection":
         return model, {"images": list(x)}, type(model).__name__
-    return model, {"x": x}, type(model).__name__
+    import inspect  # (the input's name: x, or input for LRASPP)
+    return model, {next(iter(inspect.signature(model.forward).parameters)): x}, type(model).__name__
 
 
 def _build_file(spec: str, seed: int = 0):
