@@ -107,3 +107,43 @@ def test_as_strided_in_place_restrides_without_killing_the_process():
         td.as_strided_(size, stride, offset)
         assert td.shape == t.shape and td.stride() == t.stride() and td.storage_offset() == t.storage_offset()
         assert torch.equal(td.cpu(), t), (size, stride, td.cpu(), t)
+
+
+# ------------------------------------------------------------------------------------------ 3-D convolutions
+# core/convolution.py: conv3d (refused by the convolution lowering) as one conv2d over the stacked depth windows
+# (torchvision r3d_18, mc3_18, r2plus1d_18, the Swin3D patch embedding).
+CONV3D = [  # in, out, kernel, stride, padding, dilation, groups, input shape
+    (3, 8, (3, 7, 7), (1, 2, 2), (1, 3, 3), 1, 1, (2, 3, 8, 20, 20)),  # r3d/mc3 stem
+    (8, 8, (3, 1, 1), (2, 1, 1), (1, 0, 0), 1, 1, (1, 8, 5, 6, 6)),    # r2plus1d's temporal conv, strided
+    (4, 6, (2, 4, 4), (2, 4, 4), 0, 1, 1, (1, 4, 8, 16, 16)),          # Swin3D's patch embedding
+    (8, 8, 3, 1, 1, (2, 1, 1), 2, (1, 8, 7, 6, 6)),                    # dilated in depth, grouped
+    (6, 6, (1, 3, 3), 1, (0, 1, 1), 1, 6, (1, 6, 3, 5, 5)),            # depthwise
+]
+
+
+@pytest.mark.parametrize("case", CONV3D, ids=[f"conv3d{i}" for i in range(len(CONV3D))])
+def test_conv3d_runs_on_the_device_as_conv2d(case):
+    cin, cout, k, s, p, d, g, shape = case
+    torch.manual_seed(0)
+    conv = torch.nn.Conv3d(cin, cout, k, s, p, d, g)
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        ref = conv(x)
+        cd = conv.to(DEV)
+        ttnn_eager.reset_stats()
+        with ttnn_eager.strict():  # (a CPU fallback raises)
+            out = cd(x.to(DEV))
+    assert counters.fallback_by_op == {}
+    _close(out, ref)
+
+
+def test_conv3d_refusals_still_fall_back_counted():
+    """A transposed 3-D convolution is not decomposed: the counted CPU fallback, the right values."""
+    conv = torch.nn.ConvTranspose3d(4, 4, 2, stride=2)
+    x = torch.randn(1, 4, 2, 3, 3)
+    with torch.no_grad():
+        ref = conv(x)
+        ttnn_eager.reset_stats()
+        out = conv.to(DEV)(x.to(DEV))
+    assert counters.fallback_by_op[aten.convolution.default] == 1
+    _close(out, ref, pearson=0.9999)
