@@ -243,6 +243,8 @@ def _build_torchvision(name: str, seed: int = 0):
     kw = {"weights": None}
     if kind in ("detection", "segmentation"):
         kw.update(weights_backbone=None, num_classes=10)
+    if kind == "detection" and not name.startswith("ssd"):  # (R-CNN, RetinaNet, FCOS resize to 800-1333
+        kw.update(min_size=VISION_SIZE, max_size=VISION_SIZE)  # by default; SSDs have their fixed size)
     model = torchvision.models.get_model(name, **kw).eval()
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():  # random batch-norm statistics (vision.load's reason)
