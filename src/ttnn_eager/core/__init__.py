@@ -7,7 +7,9 @@
     dispatch.py        the single entry point of every aten op: lowering, decomposition or CPU fallback;
                        views, in-place and out= semantics
     registry.py        aten op -> lowering (filled by the lowerings package), view inverses, Unfit
-    decompositions.py  PyTorch's decompositions tried before the CPU fallback (+ foreach.py, recurrent.py)
+    decompositions.py  PyTorch's decompositions tried before the CPU fallback (+ foreach.py, recurrent.py,
+                       attention.py: nn.MultiheadAttention's fused fast path;
+                       convolution.py: 3-D convolutions, refused by their lowering, as 2-D ones)
     layout.py          the policy: ROW_MAJOR vs TILE, device dtypes, compute-kernel configs, cached weights
     capture.py         what the core and the lowerings tell a graph capture (features/graphs.py implements it)
     generator.py       the device-side random generator (seed and draw counter)

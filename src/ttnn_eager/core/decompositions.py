@@ -60,6 +60,13 @@ def table() -> dict:
 
 
 def get(func):
-    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE), or None."""
-    from . import recurrent
-    return table().get(func) or recurrent.TABLE.get(func)
+    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE or attention.TABLE), or None."""
+    from . import attention, recurrent
+    return table().get(func) or recurrent.TABLE.get(func) or attention.TABLE.get(func)
+
+
+def of_refused(func):
+    """The decomposition tried when `func`'s lowering refuses the call (convolution.TABLE: 3-D convolutions
+    as 2-D ones), or None."""
+    from . import convolution
+    return convolution.TABLE.get(func)

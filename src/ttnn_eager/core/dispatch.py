@@ -441,6 +441,11 @@ def _invoke(entry, func, args, kwargs, hargs, hkwargs):
     except (Unfit, api.CoreMemoryError) as unfit:
         if _is_cia(func):
             return func.decompose(*args, **kwargs)
+        decomposition = decompositions.of_refused(func)
+        if decomposition is not None:  # (3-D convolutions as 2-D ones: core/convolution.py)
+            r = decomposition(*args, **kwargs)
+            if r is not NotImplemented:
+                return r
         return fallback(func, args, kwargs, reason=str(unfit))
     if entry.aliases:
         return _finish(entry, func, result, args, kwargs, hargs, hkwargs)

@@ -179,18 +179,20 @@ def _reshape_alias(x, size, stride):
     return _backend().dispatch(torch.ops.aten.view.default, (x, size), {})
 
 
-def _as_strided_(x, size, stride, storage_offset=None):
-    """x.as_strided_(...) (adaptive_avg_pool2d's 1x1 channels-last result): the CPU kernel of as_strided_
-    kills the process on a ttnn tensor; set_ to its own storage with the new geometry is the same thing."""
-    offset = x.storage_offset() if storage_offset is None else storage_offset
-    return torch.ops.aten.set_.source_Storage_storage_offset._op_dk(
-        torch._C.DispatchKey.CPU, x, x.untyped_storage(), offset, size, stride)
-
-
 def _cpu_kernel(op):
     def kernel(*args, **kwargs):
         return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
     return kernel
+
+
+def _as_strided_(x, size, stride, storage_offset=None):
+    """as_strided_ as set_ onto the tensor's own storage: the CPU kernel of as_strided_ crashes the process
+    (SIGSEGV) on a ttnn tensor -- adaptive_avg_pool2d to 1x1 of a channels-last-strided input calls it
+    (torchvision's Swin and MaxViT heads), so does nn.Module code restriding its own outputs."""
+    offset = x.storage_offset() if storage_offset is None else storage_offset
+    torch.ops.aten.set_.source_Storage_storage_offset._op_dk(
+        torch._C.DispatchKey.CPU, x, x.untyped_storage(), offset, size, stride)
+    return x
 
 
 def _boxed_fallback(op, *args, **kwargs):
@@ -219,9 +221,9 @@ def register(device_module, load_backend) -> None:
     for name in _CPU_KERNELS:
         op = _op(name)
         kernels.impl(op, _cpu_kernel(op), "PrivateUse1")
+    kernels.impl(_op("as_strided_"), _as_strided_, "PrivateUse1")
     # reshape's composite emits _reshape_alias(self, size, stride) where a view will do: it is that view
     kernels.impl(_op("_reshape_alias"), _reshape_alias, "PrivateUse1")
-    kernels.impl(_op("as_strided_"), _as_strided_, "PrivateUse1")
     for name in KEEP_WHOLE:
         op = _op(name)
         kernels.impl(op, _keep_whole(op), "AutogradPrivateUse1")

@@ -35,7 +35,8 @@ channel multiplier) are TT-NN conv2d's own `groups=` (its prepared weight is the
 [out, in, kh, kw]: `groups` times the kernel's bytes).
 
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming op and argument):
-3-D convolutions (TT-NN has no route) and transposed convolutions with groups or dilation.
+3-D convolutions (TT-NN has no route: the dispatcher then decomposes them into one conv2d, core/convolution.py)
+and transposed convolutions with groups or dilation.
 """
 from __future__ import annotations
 
@@ -175,8 +176,9 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
           needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise as a sum of shifted windows times per-channel weights "
-                "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; 3-d convolutions and "
-                "transposed ones with groups or dilation run on the CPU fallback")
+                "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; 3-d convolutions "
+                "refused, then decomposed into one conv2d (core/convolution.py); transposed ones with groups or "
+                "dilation (and transposed 3-d ones) run on the CPU fallback")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3

@@ -52,6 +52,12 @@ def ops_md() -> str:
                "(`torch._decomp`, allowlisted in `src/ttnn_eager/core/decompositions.py`) turns them into lowered "
                f"ops on the device. {len(decomposed)} overloads:\n\n")
     out.append("".join(f"- `{op}`\n" for op in decomposed))
+    from ..core import attention, convolution, recurrent
+    ours = [(op, "recurrent.py") for op in recurrent.TABLE] + [(op, "attention.py") for op in attention.TABLE]
+    ours += [(op, "convolution.py, when its lowering refuses the call") for op in convolution.TABLE]
+    out.append("\n## Decomposed by ttnn_eager\n\nOps PyTorch has no decomposition of, decomposed into lowered ops "
+               "by `src/ttnn_eager/core/`:\n\n")
+    out.append("".join(f"- `{op}` ({where})\n" for op, where in sorted(ours, key=lambda t: str(t[0]))))
     from . import opinfo
     out.append(opinfo.failures_md())
     return "".join(out)

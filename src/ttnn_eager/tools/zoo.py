@@ -266,6 +266,8 @@ def _build_torchvision(name: str, seed: int = 0):
     kw = {"weights": None}
     if kind in ("detection", "segmentation"):
         kw.update(weights_backbone=None, num_classes=10)
+    if kind == "detection" and not name.startswith("ssd"):  # (R-CNN, RetinaNet, FCOS resize to 800-1333
+        kw.update(min_size=VISION_SIZE, max_size=VISION_SIZE)  # by default; SSDs have their fixed size)
     model = torchvision.models.get_model(name, **kw).eval()
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():  # random batch-norm statistics (vision.load's reason)
@@ -281,7 +283,8 @@ def _build_torchvision(name: str, seed: int = 0):
         x = torch.randn(BATCH, 3, 8, 112, 112, generator=torch.Generator().manual_seed(seed))
     if kind == "detection":
         return model, {"images": list(x)}, type(model).__name__
-    return model, {"x": x}, type(model).__name__
+    import inspect  # (the input's name: x, or input for LRASPP)
+    return model, {next(iter(inspect.signature(model.forward).parameters)): x}, type(model).__name__
 
 
 def _build_file(spec: str, seed: int = 0):
