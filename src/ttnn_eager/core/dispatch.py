@@ -849,10 +849,65 @@ def _run_inverse(base: api.Handle, value: api.Handle, size: tuple, offset: int, 
 INVERSES[_run] = _run_inverse
 
 
+WINDOW_SLICES_MAX = 64  # slices one dimension of a strided alias may take on the device (_windows)
+
+
+def _windows(base: api.Handle, size: tuple, stride: tuple, offset: int) -> api.Handle:
+    """An alias of any non-negative strides (as_strided: Longformer's overlapping chunks, a sliding window) on
+    the device from its flattened base, one dimension at a time, outermost first: the tensor holds, per index
+    of the dimensions done, the run of elements the remaining ones span (`extent`); each dimension of size m
+    and stride s cuts that run into m runs of the next extent w (view, slice, cat, expand lowerings):
+        w <= s   (disjoint runs)         a reshape into [m, s] rows, cut to w
+        w = c s  (overlapping by blocks) the run as [m - 1 + c, s] blocks, c shifted slices of m blocks joined
+        else                             m slices joined (up to WINDOW_SLICES_MAX; more: Unfit)
+        s = 0                            expand
+    The result is a copy: writes through it take the host route (_strided_inverse)."""
+    view, cut, cat, expand = (BY_ID[id(op)].fn for op in (aten.view.default, aten.slice.Tensor, aten.cat.default,
+                                                           aten.expand.default))
+    k = len(size)
+    if not k or 0 in size or any(s < 0 for s in stride) or base.tt is None:
+        raise Unfit("an alias of no elements, negative strides or an unwritten base")
+    extent = [1] * (k + 1)  # extent[j]: the elements dimensions j.. span
+    for j in reversed(range(k)):
+        extent[j] = extent[j + 1] + (size[j] - 1) * stride[j]
+    n = base.shape.numel()
+    if offset + extent[0] > n:
+        raise Unfit("an alias beyond its base")
+    t = cut(view(base, [n]), 0, offset, offset + extent[0])
+    lead = []
+    for m, s, w in zip(size, stride, extent[1:]):
+        if m == 1 or s == 0:
+            t = view(cut(t, -1, 0, w), lead + [1, w])
+            if m > 1:
+                t = expand(t, lead + [m, w])
+        elif w <= s:  # extent of this dimension: (m - 1) s + w
+            rows = view(cut(t, -1, 0, (m - 1) * s), lead + [m - 1, s]) if m > 1 else None
+            last = view(cut(t, -1, (m - 1) * s, (m - 1) * s + w), lead + [1, w])
+            t = cat([cut(rows, -1, 0, w), last], -2) if w < s else view(t, lead + [m, s])
+        elif w % s == 0 and w // s <= WINDOW_SLICES_MAX:
+            c = w // s
+            blocks = view(t, lead + [m - 1 + c, s])
+            t = cat([cut(blocks, -2, j, j + m) for j in range(c)], -1)
+        elif m <= WINDOW_SLICES_MAX:
+            t = cat([view(cut(t, -1, i * s, i * s + w), lead + [1, w]) for i in range(m)], -2)
+        else:
+            raise Unfit(f"{m} overlapping runs of {w} every {s}")
+        lead.append(m)
+    return view(t, list(size))
+
+
+def _windows_inverse(base: api.Handle, value: api.Handle, size, stride, offset, pos=None) -> api.Handle:
+    return _strided_inverse(base, value, base.dtype, size, stride, offset)
+
+
+INVERSES[_windows] = _windows_inverse
+
+
 def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
     """The Handle of an alias of base's storage with a geometry not seen before: a reshape of the base on the
     device when it is contiguous (PyTorch's own view of it, made in C++), a slice of it when it is a contiguous
-    run of its elements (_run), else derived on the host (_strided)."""
+    run of its elements (_run), runs cut and joined on the device for other non-negative strides (_windows),
+    else derived on the host (_strided)."""
     refresh(base)
     if t.dtype is base.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == base.shape.numel():
         fn = BY_ID[id(aten.view.default)].fn
@@ -870,6 +925,15 @@ def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
             h = None
         if h is not None:
             h.source = (base, base.version, _run, args, {}, None)
+            return h
+    if t.dtype is base.dtype and t.numel():
+        args = [base, tuple(t.shape), tuple(t.stride()), t.storage_offset()]
+        try:
+            h = _windows(*args)
+        except Unfit:
+            h = None
+        if h is not None:
+            h.source = (base, base.version, _windows, args, {}, None)
             return h
     args = [base, t.dtype, tuple(t.shape), t.stride(), t.storage_offset()]
     h = _strided(*args)
