@@ -188,6 +188,14 @@ def nonzero(x):
     return _host_result(x, torch.nonzero)
 
 
+@lowering(aten._unique2.default, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="torch.unique: the result's length is the number of distinct values: x read to the host, "
+                "PyTorch's _unique2 there (values, inverse, counts), uploaded (a graph capture refuses the read)")
+def unique2(x, sorted=True, return_inverse=False, return_counts=False):
+    values, inverse, counts = aten._unique2.default(api.download(x), sorted, return_inverse, return_counts)
+    return tuple(policy.to_device(t, x.index) for t in (values, inverse, counts))
+
+
 @lowering(aten.repeat_interleave.Tensor, ttnn=["to_torch", "from_torch"], needs=ANY,
           notes="the result's length is the repeats' sum: the repeats read to the host, PyTorch's indices "
                 "uploaded (a graph capture refuses the read)")
