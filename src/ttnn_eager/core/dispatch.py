@@ -821,8 +821,13 @@ def _strided_inverse(base: api.Handle, value: api.Handle, dtype, size, stride, o
     counters.fallback_by_op[_AS_STRIDED] += 1
     host = layout.download(base).contiguous().clone()
     flat = host.reshape(-1)
-    (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset).copy_(
-        layout.download(value))
+    alias = (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset)
+    where = torch.arange(alias.untyped_storage().nbytes() // alias.element_size()).as_strided(size, stride, offset)
+    if where.unique().numel() < where.numel():  # elements that overlap (Longformer's chunks): on the CPU their
+        # value depends on the order of the kernel's loops; there is no one value to write back
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    alias.copy_(layout.download(value))
     return layout.to_device(host, base.index)
 
 
