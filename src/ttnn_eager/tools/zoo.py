@@ -352,12 +352,16 @@ def compare_outputs(out, ref, mask=None) -> dict:
 
 def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     """One forward on the CPU (float32), then one on `device` (the model moved there): compare_outputs plus
-    the CPU fallbacks and the aten and TT-NN op counts of the device forward. A device error raises."""
+    the CPU fallbacks and the aten and TT-NN op counts of the device forward. A device error raises. Both
+    forwards start from one state of the CPU generator, so that draws a forward makes on the host (ViLT's
+    torch.multinomial choice of patches) are the same draws."""
     from ..features.inventory import record_ops
+    rng = torch.random.get_rng_state()
     with torch.no_grad():
         ref = model(**inputs)
     model.to(device)
     dinputs = _to(inputs, device)
+    torch.random.set_rng_state(rng)
     with torch.no_grad(), record_ops() as rec:
         out = model(**dinputs)
     out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
