@@ -99,6 +99,13 @@ CASES = {
     "unique": (lambda i: (torch.unique(i), *torch.unique(i, return_inverse=True, return_counts=True)),
                [(ints(3, 17, hi=9),)]),
     "longformer_chunks": (lambda h: _chunk(h, 8), [(bf(4, 64, 16),)]),
+    # torchvision users: masked_select, rot90, var_mean/std_mean
+    "masked_select": (lambda a, m, i: (torch.masked_select(a, m), torch.masked_select(i, m[0])),
+                      [(bf(3, 5, 33), mask(5, 33), ints(5, 33, lo=-9))]),
+    "rot90": (lambda a, i: tuple(torch.rot90(t, k, dims) for t in (a, i) for k in (1, 2, 3) for dims in ((0, 1), (2, 0))),
+              [(bf(3, 5, 33), ints(2, 4, 6, lo=-9))]),
+    "var_mean": (lambda a: (*torch.var_mean(a, -1), *torch.std_mean(a, (0, 2), keepdim=True),
+                            *torch.var_mean(a + 20, correction=0)), [(bf(3, 5, 33),)]),
 }
 
 
@@ -300,3 +307,15 @@ def test_refused_forms_fall_back_counted():
         out = fn(*[t.to(DEV) for t in args])
         assert ttnn_eager.stats()["fallbacks"] == 1
         assert torch.allclose(out.cpu(), fn(*args), atol=0.03)
+
+
+@covers(aten.masked_select.default, aten.rot90.default, aten.var_mean.correction, aten.std_mean.correction)
+@FEW
+@given(shape=shapes(min_dims=2), k=st.integers(-2, 5), data=st.data())
+def test_masked_select_rot90_and_moments(shape, k, data):
+    x, m = values(shape, data.draw), values(shape[1:], data.draw, "bool")
+    check(torch.masked_select, x, m)
+    check(lambda a: torch.rot90(a, k, (0, -1)), x)
+    d = data.draw(st.integers(0, len(shape) - 1))
+    if shape[d] > 1:
+        check(lambda a: (*torch.var_mean(a, d), *torch.std_mean(a, d, correction=0, keepdim=True)), x, atol=0.05)
