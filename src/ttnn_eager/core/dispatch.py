@@ -855,6 +855,7 @@ INVERSES[_run] = _run_inverse
 
 
 WINDOW_SLICES_MAX = 64  # slices one dimension of a strided alias may take on the device (_windows)
+WINDOW_GROWTH = 4       # and its runs at most this many times the elements of the base or the alias
 
 
 def _windows(base: api.Handle, size: tuple, stride: tuple, offset: int) -> api.Handle:
@@ -866,12 +867,14 @@ def _windows(base: api.Handle, size: tuple, stride: tuple, offset: int) -> api.H
         w = c s  (overlapping by blocks) the run as [m - 1 + c, s] blocks, c shifted slices of m blocks joined
         else                             m slices joined (up to WINDOW_SLICES_MAX; more: Unfit)
         s = 0                            expand
+    A step whose runs would hold more than WINDOW_GROWTH times the elements of the base or of the alias (a
+    transposed alias: each run spans nearly the whole base) is Unfit: the host route.
     The result is a copy: writes through it take the host route (_strided_inverse)."""
     view, cut, cat, expand = (BY_ID[id(op)].fn for op in (aten.view.default, aten.slice.Tensor, aten.cat.default,
                                                            aten.expand.default))
     k = len(size)
-    if not k or 0 in size or any(s < 0 for s in stride) or base.tt is None:
-        raise Unfit("an alias of no elements, negative strides or an unwritten base")
+    if not k or 0 in size or any(s < 0 for s in stride) or base.tt is None or base.dtype.is_complex:
+        raise Unfit("an alias of no elements, negative strides, an unwritten base or complex pairs")
     extent = [1] * (k + 1)  # extent[j]: the elements dimensions j.. span
     for j in reversed(range(k)):
         extent[j] = extent[j + 1] + (size[j] - 1) * stride[j]
@@ -880,7 +883,10 @@ def _windows(base: api.Handle, size: tuple, stride: tuple, offset: int) -> api.H
         raise Unfit("an alias beyond its base")
     t = cut(view(base, [n]), 0, offset, offset + extent[0])
     lead = []
+    room = WINDOW_GROWTH * max(n, math.prod(size))  # elements a step may hold (overlapping runs repeat some)
     for m, s, w in zip(size, stride, extent[1:]):
+        if math.prod(lead) * m * w > room:
+            raise Unfit(f"{m} runs of {w} every {s}: {math.prod(lead) * m * w} elements on the way")
         if m == 1 or s == 0:
             t = view(cut(t, -1, 0, w), lead + [1, w])
             if m > 1:

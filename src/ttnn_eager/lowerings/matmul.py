@@ -185,8 +185,8 @@ def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
     from .elementwise import neg
     from .math import tril, triu
     from .views import diagonal, transpose, unsqueeze
-    if not a.dtype.is_floating_point or not b.dtype.is_floating_point:
-        raise NotImplementedError(f'"triangular_solve" not implemented for \'{str(a.dtype).split(".")[1].capitalize()}\'')
+    if a.dtype != torch.float32 or b.dtype != torch.float32:  # (PyTorch's CPU kernel: float32/64, complex)
+        raise Unfit(f"{a.dtype} and {b.dtype} operands (PyTorch's own answer)")
     meta = aten.linalg_solve_triangular.default(  # PyTorch's shape checks, errors and result shape
         torch.empty(a.shape, dtype=a.dtype, device="meta"), torch.empty(b.shape, dtype=b.dtype, device="meta"),
         upper=upper, left=left, unitriangular=unitriangular)
@@ -194,8 +194,6 @@ def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
         x = linalg_solve_triangular(transpose(a, -2, -1), transpose(b, -2, -1), upper=not upper,
                                     unitriangular=unitriangular)
         return transpose(x, -2, -1)
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"expected self and B to have the same dtype, but got {a.dtype} and {b.dtype}")
     n = a.shape[-1]
     if not meta.numel() or n == 0:
         return policy.to_device(torch.empty(meta.shape, dtype=meta.dtype), a.index)
