@@ -90,7 +90,8 @@ CASES = {
                       [(ints(4, 9, lo=-20, hi=20), torch.arange(-10, 11, 4))]),
     "scatter_extremes": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, r, include_self=inc) for r in ("amax", "amin")
                                                for inc in (True, False)),
-                         [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1))]),
+                         [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1)),
+                          (ints(4, 40, lo=-99, hi=99), ints(4, 33, hi=40), ints(4, 33, lo=-300, hi=300, seed=1))]),
     "segment_extremes": (lambda a, i, s: tuple(a.scatter_reduce(0, i, s, r, include_self=False) for r in ("amax", "amin")),
                          [(torch.zeros(12), ints(30, hi=12, seed=2), bf(30, seed=3))]),
     "upsample_nearest_sizes": (lambda a: (F.interpolate(a, size=(12, 15)), F.interpolate(a, size=(5, 4)),

@@ -317,6 +317,12 @@ def scatter_add(x, d, index, src):
 
 
 SCATTER_EXTREME_MAX = 1 << 24  # elements of amax/amin's one-hot [..., index, self] comparison
+EXACT_FLOAT32 = 1 << 24         # integers up to this magnitude are exact in float32
+
+
+def _as_float32(h: api.Handle) -> api.Handle:
+    out = policy.to_float32(h)
+    return api.Handle(out.tt, out.shadow, torch.float32, out.shape, out.index)
 
 
 def _scatter_extreme(x, d, index, src, reduce: str, include_self: bool):
@@ -324,13 +330,18 @@ def _scatter_extreme(x, d, index, src, reduce: str, include_self: bool):
     last, each index entry against every position of d ([..., k, 1] == [1, size]), src where they match and
     the reduction's identity elsewhere, reduced over k; positions no index reaches keep x."""
     from .elementwise import where
-    from .factory import full_handle
+    from .factory import cast
     from .reduction import _reduce
     from .views import unsqueeze
     n = len(x.shape)
     d = dim(d, builtins.max(n, 1))
-    if not x.dtype.is_floating_point or not is_handle(src) or src.dtype != x.dtype or n == 0:
-        raise Unfit(f"scatter_reduce {reduce} of {x.dtype} (floating tensors of one dtype only)")
+    if not is_handle(src) or src.dtype != x.dtype or n == 0 or x.dtype == torch.bool:
+        raise Unfit(f"scatter_reduce {reduce} of {x.dtype} (floating or integer tensors of one dtype only)")
+    if not x.dtype.is_floating_point:  # integers known to be exact in float32 are reduced as float32
+        if not all(known_inside(t.bounds, -EXACT_FLOAT32, EXACT_FLOAT32 + 1) for t in (x, src)):
+            raise Unfit(f"scatter_reduce {reduce} of {x.dtype} values of unknown range (float32: exact below 2**24)")
+        out = _scatter_extreme(_as_float32(x), d, index, _as_float32(src), reduce, include_self)
+        return out if out is x else cast(out, x.dtype)
     if len(index.shape) != n or len(src.shape) != n:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
     if not index.shape.numel():
@@ -363,7 +374,7 @@ def _scatter_extreme(x, d, index, src, reduce: str, include_self: bool):
 @lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide", "eq", "where", "max", "min"], needs=ANY,
           notes="reduce='sum' (ttnn.scatter_add; include_self=False: the written positions zeroed first by "
                 "ttnn.scatter) and 'mean' of floating tensors (the sum over the count, a scatter_add of ones); "
-                "'amax'/'amin' of floating tensors as a one-hot comparison of the index with every position, "
+                "'amax'/'amin' of floating tensors (integers of known range below 2**24: in float32) as a one-hot comparison of the index with every position, "
                 "reduced (up to 2**24 comparisons; an index narrower than self outside dim is refused); prod "
                 "runs on the CPU fallback")
 def scatter_reduce(x, d, index, src, reduce, *, include_self=True):
