@@ -927,25 +927,18 @@ def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
             return base
         h.source = (base, base.version, fn, [base, list(t.shape)], {}, None)
         return h
-    if t.dtype is base.dtype and t.is_contiguous() and 0 < t.numel() and \
-            t.storage_offset() + t.numel() <= base.shape.numel():
-        args = [base, tuple(t.shape), t.storage_offset()]
-        try:
-            h = _run(*args)
-        except Unfit:
-            h = None
-        if h is not None:
-            h.source = (base, base.version, _run, args, {}, None)
-            return h
+    tries = []  # (derivation, its arguments) on the device, in order
     if t.dtype is base.dtype and t.numel():
-        args = [base, tuple(t.shape), tuple(t.stride()), t.storage_offset()]
+        if t.is_contiguous() and t.storage_offset() + t.numel() <= base.shape.numel():
+            tries.append((_run, [base, tuple(t.shape), t.storage_offset()]))
+        tries.append((_windows, [base, tuple(t.shape), tuple(t.stride()), t.storage_offset()]))
+    for fn, args in tries:
         try:
-            h = _windows(*args)
+            h = fn(*args)
         except Unfit:
-            h = None
-        if h is not None:
-            h.source = (base, base.version, _windows, args, {}, None)
-            return h
+            continue
+        h.source = (base, base.version, fn, args, {}, None)
+        return h
     args = [base, t.dtype, tuple(t.shape), t.stride(), t.storage_offset()]
     h = _strided(*args)
     h.source = (base, base.version, _strided, args, {}, None)
