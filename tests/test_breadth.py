@@ -100,6 +100,9 @@ CASES = {
     "unique": (lambda i: (torch.unique(i), *torch.unique(i, return_inverse=True, return_counts=True)),
                [(ints(3, 17, hi=9),)]),
     "longformer_chunks": (lambda h: _chunk(h, 8), [(bf(4, 64, 16),)]),
+    "strided_aliases": (lambda h: (h.as_strided((3, 5), (2, 1), 1), h.as_strided((2, 3, 4), (0, 16, 1)),
+                                   h.as_strided((16, 64), (1, 16)), h.as_strided((4, 1, 64, 4), (4, 1024, 16, 1)),
+                                   h.as_strided((4, 10, 7), (1024, 3, 5), 2)), [(bf(4, 64, 16),)]),
     # torchvision users: masked_select, rot90, var_mean/std_mean
     "masked_select": (lambda a, m, i: (torch.masked_select(a, m), torch.masked_select(i, m[0])),
                       [(bf(3, 5, 33), mask(5, 33), ints(5, 33, lo=-9))]),

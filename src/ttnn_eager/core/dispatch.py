@@ -867,14 +867,19 @@ def _windows(base: api.Handle, size: tuple, stride: tuple, offset: int) -> api.H
         w = c s  (overlapping by blocks) the run as [m - 1 + c, s] blocks, c shifted slices of m blocks joined
         else                             m slices joined (up to WINDOW_SLICES_MAX; more: Unfit)
         s = 0                            expand
-    A step whose runs would hold more than WINDOW_GROWTH times the elements of the base or of the alias (a
-    transposed alias: each run spans nearly the whole base) is Unfit: the host route.
+    Dimensions are taken in the order of their strides (a permuted alias is derived in that order and permuted
+    back). A step whose runs would hold more than WINDOW_GROWTH times the elements of the base or of the alias
+    is Unfit: the host route.
     The result is a copy: writes through it take the host route (_strided_inverse)."""
     view, cut, cat, expand = (BY_ID[id(op)].fn for op in (aten.view.default, aten.slice.Tensor, aten.cat.default,
                                                            aten.expand.default))
     k = len(size)
     if not k or 0 in size or any(s < 0 for s in stride) or base.tt is None or base.dtype.is_complex:
         raise Unfit("an alias of no elements, negative strides, an unwritten base or complex pairs")
+    order = sorted(range(k), key=lambda i: -stride[i])  # outermost first (a permuted alias: permuted back)
+    if order != list(range(k)):
+        out = _windows(base, tuple(size[i] for i in order), tuple(stride[i] for i in order), offset)
+        return BY_ID[id(aten.permute.default)].fn(out, [order.index(i) for i in range(k)])
     extent = [1] * (k + 1)  # extent[j]: the elements dimensions j.. span
     for j in reversed(range(k)):
         extent[j] = extent[j + 1] + (size[j] - 1) * stride[j]
