@@ -1,9 +1,12 @@
 """Issue 23 item 9: the single ops transformer families fell back on (acos, erfinv, floor, round, powers with a
 tensor exponent, clamp with tensor bounds, logsumexp, var/std, flip, nonzero, repeat_interleave, advanced
-indexing after ':' and of integer tables, argmax of integers), each against PyTorch on the CPU: CASES (read by
-tests/test_ops.py's guard), hypothesis properties (@covers), and the patterns the models use."""
+indexing after ':' and of integer tables, argmax of integers; then linalg_solve_triangular, unfold, as_strided
+aliases, bucketize, scatter_reduce amax/amin, nearest upsampling to any size, unique), each against PyTorch on
+the CPU: CASES (read by tests/test_ops.py's guard), hypothesis properties (@covers), and the patterns the
+models use."""
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +22,26 @@ from test_ops import bf, ints, mask
 
 DEV = "ttnn:0"
 aten = torch.ops.aten
+
+def _delta_system(batch: int, n: int) -> torch.Tensor:
+    """Gated delta-net's chunk system (transformers' qwen3_next torch_chunk_gated_delta_rule): unit lower
+    triangular, I minus the decayed, beta-scaled key products below the diagonal."""
+    g = torch.Generator().manual_seed(n)
+    k = F.normalize(torch.randn(batch, n, 32, generator=g), dim=-1)
+    beta = torch.rand(batch, n, generator=g)
+    decay = -torch.rand(batch, n, generator=g).cumsum(-1) * 0.1
+    decay = (decay.unsqueeze(-1) - decay.unsqueeze(-2)).tril().exp().tril()
+    attn = ((k * beta[..., None]) @ k.mT * decay).tril(-1)
+    return (torch.eye(n) + attn).to(torch.bfloat16).float()
+
+
+def _chunk(h: torch.Tensor, w: int) -> torch.Tensor:
+    """Longformer's _chunk: overlapping chunks of 2w rows every w, an as_strided alias of h."""
+    h = h.view(h.size(0), h.size(1) // (2 * w), 2 * w, h.size(2))
+    size, stride = list(h.size()), list(h.stride())
+    size[1], stride[1] = size[1] * 2 - 1, stride[1] // 2
+    return h.as_strided(size=size, stride=stride)
+
 
 CASES = {
     "acos_erfinv": (lambda a: torch.stack([torch.acos(a * 0.9), torch.erfinv(a * 0.9)]), [(bf(3, 33).tanh(),)]),
@@ -51,6 +74,42 @@ CASES = {
     "index_mask": (lambda a, m, c, i: (a[m], a[:, c], i[m]),  # (VITS' spline: outputs[mask] = inputs[mask])
                    [(bf(2, 3, 24), mask(2, 3, 24), mask(3, seed=1), ints(2, 3, 24, hi=9))]),
     "argmax_int": (lambda i, m: (i.argmax(-1), m.int().argmax(-1)), [(ints(3, 40, hi=1000), mask(3, 40))]),
+    # the second round (issue 23 item 9): gated delta-net's chunk solve, inkling2's causal-conv windows,
+    # SmolVLM's position buckets, TAPAS's segment extremes, ViLT's mask resize and unique rows
+    "solve_triangular": (lambda a, b: tuple(torch.linalg.solve_triangular(a if not up else a.mT, b if left else b.mT,
+                                                                          upper=up, left=left, unitriangular=unit)
+                                            for up, left, unit in ((False, True, True), (True, True, False),
+                                                                   (False, False, False), (True, False, True))),
+                         [(_delta_system(2, 64), bf(2, 64, 16)), (_delta_system(3, 7), bf(3, 7, 5))]),
+    "unfold": (lambda a: (a.unfold(-1, 4, 1), a.unfold(1, 3, 2), a.unfold(-1, 33, 33), a.unfold(0, 1, 1)),
+               [(bf(2, 6, 40),)]),
+    "bucketize": (lambda x, b: (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),
+                                torch.bucketize(x.round(), b.round())),
+                  [(bf(3, 40), torch.linspace(-2, 2, 17)), (bf(5), torch.tensor([0.0]))]),
+    "bucketize_int": (lambda i, b: (torch.bucketize(i, b), torch.bucketize(i, b, right=True)),
+                      [(ints(4, 9, lo=-20, hi=20), torch.arange(-10, 11, 4))]),
+    "scatter_extremes": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, r, include_self=inc) for r in ("amax", "amin")
+                                               for inc in (True, False)),
+                         [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1)),
+                          (ints(4, 40, lo=-99, hi=99), ints(4, 33, hi=40), ints(4, 33, lo=-300, hi=300, seed=1))]),
+    "segment_extremes": (lambda a, i, s: tuple(a.scatter_reduce(0, i, s, r, include_self=False) for r in ("amax", "amin")),
+                         [(torch.zeros(12), ints(30, hi=12, seed=2), bf(30, seed=3))]),
+    "upsample_nearest_sizes": (lambda a: (F.interpolate(a, size=(12, 15)), F.interpolate(a, size=(5, 4)),
+                                          F.interpolate(a, scale_factor=1.7), F.interpolate(a[:, :, 0], size=13)),
+                               [(bf(2, 3, 7, 10),)]),
+    "unique": (lambda i: (torch.unique(i), *torch.unique(i, return_inverse=True, return_counts=True)),
+               [(ints(3, 17, hi=9),)]),
+    "longformer_chunks": (lambda h: _chunk(h, 8), [(bf(4, 64, 16),)]),
+    "strided_aliases": (lambda h: (h.as_strided((3, 5), (2, 1), 1), h.as_strided((2, 3, 4), (0, 16, 1)),
+                                   h.as_strided((16, 64), (1, 16)), h.as_strided((4, 1, 64, 4), (4, 1024, 16, 1)),
+                                   h.as_strided((4, 10, 7), (1024, 3, 5), 2)), [(bf(4, 64, 16),)]),
+    # torchvision users: masked_select, rot90, var_mean/std_mean
+    "masked_select": (lambda a, m, i: (torch.masked_select(a, m), torch.masked_select(i, m[0])),
+                      [(bf(3, 5, 33), mask(5, 33), ints(5, 33, lo=-9))]),
+    "rot90": (lambda a, i: tuple(torch.rot90(t, k, dims) for t in (a, i) for k in (1, 2, 3) for dims in ((0, 1), (2, 0))),
+              [(bf(3, 5, 33), ints(2, 4, 6, lo=-9))]),
+    "var_mean": (lambda a: (*torch.var_mean(a, -1), *torch.std_mean(a, (0, 2), keepdim=True),
+                            *torch.var_mean(a + 20, correction=0)), [(bf(3, 5, 33),)]),
 }
 
 
@@ -160,3 +219,107 @@ def test_an_l1_circular_buffer_clash_is_a_refusal_that_falls_back(monkeypatch):
     assert torch.allclose(out.cpu(), torch.nn.functional.gelu(x), atol=0.01)  # (stored as bfloat16)
     with ttnn_eager.strict(), pytest.raises(RuntimeError, match="clash with L1 buffers"):
         torch.nn.functional.gelu(x.to(DEV))
+
+
+@covers(aten.linalg_solve_triangular.default, aten.unfold.default, aten.bucketize.Tensor, aten._unique2.default)
+@FEW
+@given(n=st.sampled_from([1, 2, 5, 33, 64]), cols=st.sampled_from([1, 7, 32]), upper=st.booleans(),
+       left=st.booleans(), unit=st.booleans(), data=st.data())
+def test_solves_windows_and_buckets(n, cols, upper, left, unit, data):
+    a = _delta_system(2, n)
+    a = a.mT if upper else a
+    if not unit:  # a diagonal of either sign away from zero
+        diag = values((2, n), data.draw).sign().add(0.5).sign() * (1 + values((2, n), data.draw).abs())
+        a = a - torch.diag_embed(a.diagonal(0, -2, -1)) + torch.diag_embed(diag.to(torch.bfloat16).float())
+    b = values((2, n, cols) if left else (2, cols, n), data.draw)
+    check(lambda m, r: torch.linalg.solve_triangular(m, r, upper=upper, left=left, unitriangular=unit), a, b, atol=0.05)
+    size, step = data.draw(st.integers(1, n)), data.draw(st.integers(1, 40))
+    check(lambda t: t.unfold(1, size, step), b if left else b.mT)
+    x, bounds = values((n, cols), data.draw), values((cols,), data.draw).sort().values
+    check(lambda v, e: (torch.bucketize(v, e), torch.bucketize(v, e, right=True)), x, bounds)
+    check(lambda i: torch.unique(i, return_counts=True), values((n, cols), data.draw, "int") % 7)
+
+
+@covers(aten.scatter_reduce.two, aten.upsample_nearest2d.default, aten.upsample_nearest1d.default)
+@FEW
+@given(shape=shapes(min_dims=2, max_dims=2), out=st.sampled_from([1, 3, 31, 45]), data=st.data())
+def test_scatter_extremes_and_nearest_sizes(shape, out, data):
+    x, src = values(shape, data.draw), values(shape, data.draw)
+    index = values(shape, data.draw, "nonneg") % shape[-1]
+    for reduce in ("amax", "amin"):
+        include = data.draw(st.booleans())
+        check(lambda a, i, s: a.scatter_reduce(-1, i, s, reduce, include_self=include), x, index, src)
+    check(lambda a: (F.interpolate(a[None, None], size=(out, shape[1] + 1)), F.interpolate(a[None], size=out)), x)
+
+
+def test_the_new_lowerings_run_the_models_patterns_on_the_device():
+    """qwen3_next's chunk solve (64 x 64, unit lower), inkling2's window of 4 over the sequence, Longformer's
+    chunks: on the device, no fallback, and against float32 on the CPU as numbers (Pearson, max error)."""
+    a, b = _delta_system(4, 64), bf(4, 64, 32)
+    h, ctx = bf(6, 128, 16), bf(2, 8, 67)
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        x = torch.linalg.solve_triangular(a.to(DEV), b.to(DEV), upper=False, unitriangular=True).cpu()
+        w = ctx.to(DEV).unfold(-1, 4, 1).flip(-1).transpose(1, 2).cpu()
+        c = _chunk(h.to(DEV), 16).cpu()
+    ref = torch.linalg.solve_triangular(a, b, upper=False, unitriangular=True)
+    pearson = torch.corrcoef(torch.stack([x.flatten(), ref.flatten()]))[0, 1].item()
+    assert pearson >= 0.9999 and (x - ref).abs().max().item() <= 0.02 * ref.abs().max().item(), pearson
+    assert torch.equal(w, ctx.unfold(-1, 4, 1).flip(-1).transpose(1, 2))
+    assert torch.equal(c, _chunk(h, 16))
+    assert ttnn_eager.stats()["fallbacks"] == 0 and "matmul" in rec.ttnn and "concat" in rec.ttnn
+
+
+def test_a_wrong_solve_is_told_apart():
+    """The accuracy check can fail: the solve of the transposed system (upper for lower) is far off."""
+    a, b = _delta_system(2, 64), bf(2, 64, 16)
+    ref = torch.linalg.solve_triangular(a, b, upper=False)
+    wrong = torch.linalg.solve_triangular(a.mT.to(DEV), b.to(DEV), upper=True).cpu()  # = (a^T)^-1 b
+    assert (wrong - ref).abs().max().item() > 0.1 * ref.abs().max().item()
+
+
+def test_writes_through_unfold_and_strided_aliases_reach_the_base():
+    """unfold into disjoint windows writes back through its inverse; into overlapping windows a write raises
+    (one element in several windows: no single value to write back). A write into Longformer's chunks (an
+    as_strided alias cut on the device) raises as well; into a strided alias of disjoint elements it takes the
+    host route, counted."""
+    x = bf(2, 5, 12)
+    for d, size, step in ((2, 3, 3), (1, 2, 3), (2, 12, 12)):
+        cpu, dev = x.clone(), x.to(DEV)
+        cpu.unfold(d, size, step).mul_(2)
+        dev.unfold(d, size, step).mul_(2)
+        assert torch.equal(dev.cpu(), cpu)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        x.to(DEV).unfold(2, 3, 1).add_(1)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        _chunk(bf(2, 32, 4).to(DEV), 4)[:, 1].zero_()
+    cpu, dev = x.clone(), x.to(DEV)
+    cpu.as_strided((2, 3, 4), (60, 3, 14), 1).zero_()
+    ttnn_eager.reset_stats()
+    dev.as_strided((2, 3, 4), (60, 3, 14), 1).zero_()
+    assert torch.equal(dev.cpu(), cpu) and ttnn_eager.stats()["fallbacks"] >= 1
+
+
+def test_refused_forms_fall_back_counted():
+    """What these lowerings refuse runs on the CPU fallback, counted, with PyTorch's values: a scatter_reduce
+    prod, bucketize of values and boundaries of two dtypes, a 3-D nearest resize by a non-integer factor."""
+    x, i, s = bf(3, 8), ints(3, 5, hi=8), bf(3, 5, seed=1)
+    for fn, args in ((lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (x, i, s)),
+                     (lambda a, b: torch.bucketize(a, b), (x, torch.tensor([0, 1]))),
+                     (lambda a: F.interpolate(a, size=(3, 5, 7)), (bf(1, 2, 2, 3, 4),))):
+        ttnn_eager.reset_stats()
+        out = fn(*[t.to(DEV) for t in args])
+        assert ttnn_eager.stats()["fallbacks"] == 1
+        assert torch.allclose(out.cpu(), fn(*args), atol=0.03)
+
+
+@covers(aten.masked_select.default, aten.rot90.default, aten.var_mean.correction, aten.std_mean.correction)
+@FEW
+@given(shape=shapes(min_dims=2), k=st.integers(-2, 5), data=st.data())
+def test_masked_select_rot90_and_moments(shape, k, data):
+    x, m = values(shape, data.draw), values(shape[1:], data.draw, "bool")
+    check(torch.masked_select, x, m)
+    check(lambda a: torch.rot90(a, k, (0, -1)), x)
+    d = data.draw(st.integers(0, len(shape) - 1))
+    if shape[d] > 1:
+        check(lambda a: (*torch.var_mean(a, d), *torch.std_mean(a, d, correction=0, keepdim=True)), x, atol=0.05)

@@ -831,8 +831,13 @@ def _strided_inverse(base: api.Handle, value: api.Handle, dtype, size, stride, o
     counters.fallback_by_op[_AS_STRIDED] += 1
     host = layout.download(base).contiguous().clone()
     flat = host.reshape(-1)
-    (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset).copy_(
-        layout.download(value))
+    alias = (flat.view(dtype) if flat.dtype is not dtype else flat).as_strided(size, stride, offset)
+    where = torch.arange(alias.untyped_storage().nbytes() // alias.element_size()).as_strided(size, stride, offset)
+    if where.unique().numel() < where.numel():  # elements that overlap (Longformer's chunks): on the CPU their
+        # value depends on the order of the kernel's loops; there is no one value to write back
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    alias.copy_(layout.download(value))
     return layout.to_device(host, base.index)
 
 
@@ -859,10 +864,76 @@ def _run_inverse(base: api.Handle, value: api.Handle, size: tuple, offset: int, 
 INVERSES[_run] = _run_inverse
 
 
+WINDOW_SLICES_MAX = 64  # slices one dimension of a strided alias may take on the device (_windows)
+WINDOW_GROWTH = 4       # and its runs at most this many times the elements of the base or the alias
+
+
+def _windows(base: api.Handle, size: tuple, stride: tuple, offset: int) -> api.Handle:
+    """An alias of any non-negative strides (as_strided: Longformer's overlapping chunks, a sliding window) on
+    the device from its flattened base, one dimension at a time, outermost first: the tensor holds, per index
+    of the dimensions done, the run of elements the remaining ones span (`extent`); each dimension of size m
+    and stride s cuts that run into m runs of the next extent w (view, slice, cat, expand lowerings):
+        w <= s   (disjoint runs)         a reshape into [m, s] rows, cut to w
+        w = c s  (overlapping by blocks) the run as [m - 1 + c, s] blocks, c shifted slices of m blocks joined
+        else                             m slices joined (up to WINDOW_SLICES_MAX; more: Unfit)
+        s = 0                            expand
+    Dimensions are taken in the order of their strides (a permuted alias is derived in that order and permuted
+    back). A step whose runs would hold more than WINDOW_GROWTH times the elements of the base or of the alias
+    is Unfit: the host route.
+    The result is a copy: writes through it take the host route (_strided_inverse)."""
+    view, cut, cat, expand = (BY_ID[id(op)].fn for op in (aten.view.default, aten.slice.Tensor, aten.cat.default,
+                                                           aten.expand.default))
+    k = len(size)
+    if not k or 0 in size or any(s < 0 for s in stride) or base.tt is None or base.dtype.is_complex:
+        raise Unfit("an alias of no elements, negative strides, an unwritten base or complex pairs")
+    order = sorted(range(k), key=lambda i: -stride[i])  # outermost first (a permuted alias: permuted back)
+    if order != list(range(k)):
+        out = _windows(base, tuple(size[i] for i in order), tuple(stride[i] for i in order), offset)
+        return BY_ID[id(aten.permute.default)].fn(out, [order.index(i) for i in range(k)])
+    extent = [1] * (k + 1)  # extent[j]: the elements dimensions j.. span
+    for j in reversed(range(k)):
+        extent[j] = extent[j + 1] + (size[j] - 1) * stride[j]
+    n = base.shape.numel()
+    if offset + extent[0] > n:
+        raise Unfit("an alias beyond its base")
+    t = cut(view(base, [n]), 0, offset, offset + extent[0])
+    lead = []
+    room = WINDOW_GROWTH * max(n, math.prod(size))  # elements a step may hold (overlapping runs repeat some)
+    for m, s, w in zip(size, stride, extent[1:]):
+        if math.prod(lead) * m * w > room:
+            raise Unfit(f"{m} runs of {w} every {s}: {math.prod(lead) * m * w} elements on the way")
+        if m == 1 or s == 0:
+            t = view(cut(t, -1, 0, w), lead + [1, w])
+            if m > 1:
+                t = expand(t, lead + [m, w])
+        elif w <= s:  # extent of this dimension: (m - 1) s + w
+            rows = view(cut(t, -1, 0, (m - 1) * s), lead + [m - 1, s]) if m > 1 else None
+            last = view(cut(t, -1, (m - 1) * s, (m - 1) * s + w), lead + [1, w])
+            t = cat([cut(rows, -1, 0, w), last], -2) if w < s else view(t, lead + [m, s])
+        elif w % s == 0 and w // s <= WINDOW_SLICES_MAX:
+            c = w // s
+            blocks = view(t, lead + [m - 1 + c, s])
+            t = cat([cut(blocks, -2, j, j + m) for j in range(c)], -1)
+        elif m <= WINDOW_SLICES_MAX:
+            t = cat([view(cut(t, -1, i * s, i * s + w), lead + [1, w]) for i in range(m)], -2)
+        else:
+            raise Unfit(f"{m} overlapping runs of {w} every {s}")
+        lead.append(m)
+    return view(t, list(size))
+
+
+def _windows_inverse(base: api.Handle, value: api.Handle, size, stride, offset, pos=None) -> api.Handle:
+    return _strided_inverse(base, value, base.dtype, size, stride, offset)
+
+
+INVERSES[_windows] = _windows_inverse
+
+
 def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
     """The Handle of an alias of base's storage with a geometry not seen before: a reshape of the base on the
     device when it is contiguous (PyTorch's own view of it, made in C++), a slice of it when it is a contiguous
-    run of its elements (_run), else derived on the host (_strided)."""
+    run of its elements (_run), runs cut and joined on the device for other non-negative strides (_windows),
+    else derived on the host (_strided)."""
     refresh(base)
     if t.dtype is base.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == base.shape.numel():
         fn = BY_ID[id(aten.view.default)].fn
@@ -871,16 +942,18 @@ def derive_view(base: api.Handle, t: torch.Tensor) -> api.Handle:
             return base
         h.source = (base, base.version, fn, [base, list(t.shape)], {}, None)
         return h
-    if t.dtype is base.dtype and t.is_contiguous() and 0 < t.numel() and \
-            t.storage_offset() + t.numel() <= base.shape.numel():
-        args = [base, tuple(t.shape), t.storage_offset()]
+    tries = []  # (derivation, its arguments) on the device, in order
+    if t.dtype is base.dtype and t.numel():
+        if t.is_contiguous() and t.storage_offset() + t.numel() <= base.shape.numel():
+            tries.append((_run, [base, tuple(t.shape), t.storage_offset()]))
+        tries.append((_windows, [base, tuple(t.shape), tuple(t.stride()), t.storage_offset()]))
+    for fn, args in tries:
         try:
-            h = _run(*args)
+            h = fn(*args)
         except Unfit:
-            h = None
-        if h is not None:
-            h.source = (base, base.version, _run, args, {}, None)
-            return h
+            continue
+        h.source = (base, base.version, fn, args, {}, None)
+        return h
     args = [base, t.dtype, tuple(t.shape), t.stride(), t.storage_offset()]
     h = _strided(*args)
     h.source = (base, base.version, _strided, args, {}, None)

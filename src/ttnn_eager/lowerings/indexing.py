@@ -188,6 +188,50 @@ def nonzero(x):
     return _host_result(x, torch.nonzero)
 
 
+@lowering(aten.masked_select.default, ttnn=["expand", "to_torch", "embedding", "gather"], needs=ANY,
+          notes="x[mask] of the two broadcast to one shape: the mask read to the host (the result's length is its "
+                "count), the elements gathered as index.Tensor does")
+def masked_select(x, mask):
+    from .views import expand as expand_to
+    if mask.dtype != torch.bool:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = list(torch.broadcast_shapes(tuple(x.shape), tuple(mask.shape)))
+    if not shape:  # 0-d: as one element
+        shape = [1]
+        x, mask = reshape(x, shape), reshape(mask, shape)
+    return index(expand_to(x, shape), [expand_to(mask, shape)])
+
+
+@lowering(aten.rot90.default, ttnn=["permute", "gather", "embedding"], needs=ANY,
+          notes="flips (flip's lowering) and a transpose of the two dimensions, as PyTorch composes it")
+def rot90(x, k=1, dims=(0, 1)):
+    from .views import share, transpose
+    n = len(x.shape)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if n < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {n}")
+    d0, d1 = dim(dims[0], n), dim(dims[1], n)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
+    k %= 4
+    if k == 1:
+        return transpose(flip(x, [d1]), d0, d1)
+    if k == 2:
+        return flip(x, [d0, d1])
+    if k == 3:
+        return transpose(flip(x, [d0]), d0, d1)
+    return share(x)
+
+
+@lowering(aten._unique2.default, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="torch.unique: the result's length is the number of distinct values: x read to the host, "
+                "PyTorch's _unique2 there (values, inverse, counts), uploaded (a graph capture refuses the read)")
+def unique2(x, sorted=True, return_inverse=False, return_counts=False):
+    values, inverse, counts = aten._unique2.default(api.download(x), sorted, return_inverse, return_counts)
+    return tuple(policy.to_device(t, x.index) for t in (values, inverse, counts))
+
+
 @lowering(aten.repeat_interleave.Tensor, ttnn=["to_torch", "from_torch"], needs=ANY,
           notes="the result's length is the repeats' sum: the repeats read to the host, PyTorch's indices "
                 "uploaded (a graph capture refuses the read)")

@@ -1,5 +1,6 @@
 """Matrix products: linear (bias fused, weight used as stored: ttnn.linear transpose_b), addmm, mm, bmm, matmul,
-and the grouped matmul of mixture-of-experts layers (_grouped_mm).
+the grouped matmul of mixture-of-experts layers (_grouped_mm), and triangular solves (linalg_solve_triangular:
+gated delta-net attention's chunk system) as products of matrices.
 
 Inference keeps `linear` and `matmul` whole (see _registration.KEEP_WHOLE), so a Linear layer is one
 ttnn.linear with no transposed copy of its weight. With autograd active they decompose (t + addmm, or
@@ -13,7 +14,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import TILE
-from ..core.registry import lowering
+from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import check_broadcast
 from .views import expand, reshape
@@ -171,3 +172,45 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     mine = policy.like(mine, products)
     picked = api.run("multiply", products, mine)
     return _reduce("sum", picked, 0, False)
+
+
+@lowering(aten.linalg_solve_triangular.default, ttnn=["tril", "triu", "gather", "divide", "matmul", "add", "neg"],
+          needs=TILE,
+          notes="A = D (I - N) with N strictly triangular, so nilpotent: A^-1 = (I + N)(I + N^2)(I + N^4)... D^-1, "
+                "applied to B as ceil(log2 n) steps X += P X, P = P P (2 matmuls each; left=False: the transposed "
+                "system). bfloat16 products: for well-conditioned systems (unit or dominant diagonals, as gated "
+                "delta-net's chunk of 64); entries of N^(2^k) that grow past bfloat16's range give inf as a "
+                "singular A does")
+def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
+    from .elementwise import neg
+    from .math import tril, triu
+    from .views import diagonal, transpose, unsqueeze
+    if a.dtype != torch.float32 or b.dtype != torch.float32:  # (PyTorch's CPU kernel: float32/64, complex)
+        raise Unfit(f"{a.dtype} and {b.dtype} operands (PyTorch's own answer)")
+    meta = aten.linalg_solve_triangular.default(  # PyTorch's shape checks, errors and result shape
+        torch.empty(a.shape, dtype=a.dtype, device="meta"), torch.empty(b.shape, dtype=b.dtype, device="meta"),
+        upper=upper, left=left, unitriangular=unitriangular)
+    if not left:  # X A = B  <=>  A^T X^T = B^T (A^T triangular the other way)
+        x = linalg_solve_triangular(transpose(a, -2, -1), transpose(b, -2, -1), upper=not upper,
+                                    unitriangular=unitriangular)
+        return transpose(x, -2, -1)
+    n = a.shape[-1]
+    if not meta.numel() or n == 0:
+        return policy.to_device(torch.empty(meta.shape, dtype=meta.dtype), a.index)
+    strict = triu(a, 1) if upper else tril(a, -1)
+    if unitriangular:
+        nil, x = neg(strict), b.shared()
+    else:  # A = D + S = D (I + D^-1 S): rows scaled by the diagonal
+        d = unsqueeze(policy.ensure(diagonal(a, 0, -2, -1), TILE), -1)  # [..., n, 1]
+        nil = neg(api.run("divide", strict, d))
+        x = api.run("divide", b, d)
+    power = nil  # N^(2^k)
+    reach = 1    # the products so far sum N^j for j < 2 reach
+    while reach < n:
+        x = api.run("add", x, matmul_handles(power, x))
+        reach *= 2
+        if reach < n:
+            power = matmul_handles(power, power)
+    if tuple(x.shape) != tuple(meta.shape):
+        x = expand(x, meta.shape)
+    return x

@@ -1,4 +1,5 @@
-"""Reductions: all/any (mask checks), sum, mean, amax, cumsum; counting (histc, bincount)."""
+"""Reductions: all/any (mask checks), sum, mean, amax, cumsum; counting (histc, bincount); logsumexp, var/std and
+var_mean/std_mean."""
 from __future__ import annotations
 
 import math
@@ -242,17 +243,7 @@ def logsumexp(x, d, keepdim=False):
 
 
 def _variance(x, d, correction, keepdim, what: str):
-    if not x.dtype.is_floating_point:
-        raise RuntimeError("std and var only support floating point and complex dtypes")
-    dims = _dims(x, d)
-    n = math.prod(x.shape) if dims is None or not x.shape else math.prod(x.shape[i] for i in dims)
-    divisor = n - (1 if correction is None else float(correction))
-    if divisor <= 0:
-        raise Unfit(f"{what} of {n} elements with correction {correction} (a division by {divisor})")
-    f = _float32(x, x.dtype)
-    centered = api.run("subtract", f, _reduce("mean", f, dims, True))
-    out = api.run("multiply", _reduce("sum", api.run("multiply", centered, centered), dims, keepdim), 1.0 / divisor)
-    return out
+    return _moments(x, d, correction, keepdim, what)[0]
 
 
 @lowering(aten.var.correction, ttnn=["typecast", "mean", "subtract", "multiply", "sum"], needs=TILE,
@@ -265,3 +256,34 @@ def var(x, d=None, *, correction=None, keepdim=False):
           notes="the square root of var.correction's result")
 def std(x, d=None, *, correction=None, keepdim=False):
     return policy.stored(api.run("sqrt", _variance(x, d, correction, keepdim, "std")))
+
+
+def _moments(x, d, correction, keepdim, what: str) -> tuple:
+    """(variance, mean) in float32 from one mean: _variance's steps, the mean kept."""
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    dims = _dims(x, d)
+    n = math.prod(x.shape) if dims is None or not x.shape else math.prod(x.shape[i] for i in dims)
+    divisor = n - (1 if correction is None else float(correction))
+    if divisor <= 0:
+        raise Unfit(f"{what} of {n} elements with correction {correction} (a division by {divisor})")
+    f = _float32(x, x.dtype)
+    mean = _reduce("mean", f, dims, True)
+    centered = api.run("subtract", f, mean)
+    variance = api.run("multiply", _reduce("sum", api.run("multiply", centered, centered), dims, keepdim),
+                       1.0 / divisor)
+    return variance, (mean if keepdim or not x.shape else reshape(mean, _dropped(x, dims)))
+
+
+@lowering(aten.var_mean.correction, ttnn=["typecast", "mean", "subtract", "multiply", "sum"], needs=TILE,
+          notes="var.correction's steps in float32, returning the mean it takes too")
+def var_mean(x, d=None, *, correction=None, keepdim=False):
+    variance, mean = _moments(x, d, correction, keepdim, "var_mean")
+    return policy.stored(variance), policy.stored(mean)
+
+
+@lowering(aten.std_mean.correction, ttnn=["typecast", "mean", "subtract", "multiply", "sum", "sqrt"], needs=TILE,
+          notes="the square root of var_mean's variance, and the mean")
+def std_mean(x, d=None, *, correction=None, keepdim=False):
+    variance, mean = _moments(x, d, correction, keepdim, "std_mean")
+    return policy.stored(api.run("sqrt", variance)), policy.stored(mean)

@@ -1,5 +1,5 @@
 """Indexing assignment: index_put (`x[i] = v`, `x[mask] = v`), index_copy, index_add, index_fill, masked_scatter, scatter,
-scatter_add, scatter_reduce(sum). The in-place forms (`index_put_`, `scatter_`, ...) run these and write the
+scatter_add, scatter_reduce (sum, mean, amax, amin). The in-place forms (`index_put_`, `scatter_`, ...) run these and write the
 result into the tensor (dispatch), through views too (Note [writes through views] in views.py).
 
 Two device routes, both without reading the device:
@@ -18,6 +18,7 @@ outside the tensor (PyTorch's CUDA backend asserts on the device there).
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -335,11 +336,70 @@ def scatter_add(x, d, index, src):
     return _scatter("scatter_add", x, d, index, src)
 
 
-@lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide"], needs=ANY,
+SCATTER_EXTREME_MAX = 1 << 24  # elements of amax/amin's one-hot [..., index, self] comparison
+EXACT_FLOAT32 = 1 << 24         # integers up to this magnitude are exact in float32
+
+
+def _as_float32(h: api.Handle) -> api.Handle:
+    out = policy.to_float32(h)
+    return api.Handle(out.tt, out.shadow, torch.float32, out.shape, out.index)
+
+
+def _scatter_extreme(x, d, index, src, reduce: str, include_self: bool):
+    """scatter_reduce amax/amin (ttnn.scatter's reduce argument is not supported in ttnn 0.81.1): with d moved
+    last, each index entry against every position of d ([..., k, 1] == [1, size]), src where they match and
+    the reduction's identity elsewhere, reduced over k; positions no index reaches keep x."""
+    from .elementwise import where
+    from .factory import cast
+    from .reduction import _reduce
+    from .views import unsqueeze
+    n = len(x.shape)
+    d = dim(d, builtins.max(n, 1))
+    if not is_handle(src) or src.dtype != x.dtype or n == 0 or x.dtype == torch.bool:
+        raise Unfit(f"scatter_reduce {reduce} of {x.dtype} (floating or integer tensors of one dtype only)")
+    if not x.dtype.is_floating_point:  # integers known to be exact in float32 are reduced as float32
+        if not all(known_inside(t.bounds, -EXACT_FLOAT32, EXACT_FLOAT32 + 1) for t in (x, src)):
+            raise Unfit(f"scatter_reduce {reduce} of {x.dtype} values of unknown range (float32: exact below 2**24)")
+        out = _scatter_extreme(_as_float32(x), d, index, _as_float32(src), reduce, include_self)
+        return out if out is x else cast(out, x.dtype)
+    if len(index.shape) != n or len(src.shape) != n:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if not index.shape.numel():
+        return x
+    if any(index.shape[i] != x.shape[i] for i in range(n) if i != d):
+        raise Unfit("an index narrower than self outside the scattered dimension")
+    size, k = x.shape[d], index.shape[d]
+    if index.shape.numel() * size > SCATTER_EXTREME_MAX:
+        raise Unfit(f"{index.shape.numel()} indices against {size} positions")
+    if (bad := known_outside(index.bounds, 0, size)) is not None:
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+    for i in range(n):
+        src = slice_handle(src, i, 0, index.shape[i])
+    order = [i for i in range(n) if i != d] + [d]
+    back = [order.index(i) for i in range(n)]
+    where_to = unsqueeze(policy.to_float32(permute_handle(index, order)), n)           # [..., k, 1]
+    values = unsqueeze(permute_handle(src, order), n)                                  # [..., k, 1]
+    span = reshape(api.create("arange", (0, size, 1), api.FLOAT32, api.TILE, x.index, torch.float32), (1, size))
+    hot = api.run("eq", where_to, span, dtype=api.FLOAT32, out_dtype=torch.float32)  # [..., k, size]
+    identity = policy.finite_constant(-3.0e38 if reduce == "amax" else 3.0e38)
+    picked = where(policy.like(hot, values), values, identity)
+    reduced = _reduce("max" if reduce == "amax" else "min", policy.ensure(picked, TILE), n - 1, False)
+    reached = _reduce("max", hot, n - 1, False)                                        # [..., size]: 1.0 if any
+    base = permute_handle(policy.ensure(policy.materialize(x), TILE), order)
+    if include_self:
+        reduced = api.run("maximum" if reduce == "amax" else "minimum", policy.like(reduced, base), base)
+    return permute_handle(where(policy.like(reached, base), reduced, base), back)
+
+
+@lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide", "eq", "where", "max", "min"], needs=ANY,
           notes="reduce='sum' (ttnn.scatter_add; include_self=False: the written positions zeroed first by "
                 "ttnn.scatter) and 'mean' of floating tensors (the sum over the count, a scatter_add of ones); "
-                "amax/amin/prod run on the CPU fallback")
+                "'amax'/'amin' of floating tensors (integers of known range below 2**24: in float32) as a one-hot comparison of the index with every position, "
+                "reduced (up to 2**24 comparisons; an index narrower than self outside dim is refused); prod "
+                "runs on the CPU fallback")
 def scatter_reduce(x, d, index, src, reduce, *, include_self=True):
+    if reduce in ("amax", "amin"):
+        return _scatter_extreme(x, d, index, src, reduce, include_self)
     if reduce not in ("sum", "mean") or reduce == "mean" and not x.dtype.is_floating_point:
         raise Unfit(f"scatter_reduce reduce={reduce!r} of {x.dtype} (ttnn's scatter adds or writes)")
     from .factory import full_handle

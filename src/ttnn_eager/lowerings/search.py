@@ -232,3 +232,35 @@ def index_select(x, d, index):
     out = index_rows(permute_handle(x, order), [reshape(index, (index.shape.numel(),))])
     back = [order.index(i) for i in range(n)]
     return permute_handle(out, back)
+
+
+BUCKETIZE_MAX = 1 << 24  # elements of the [values, boundaries] comparison
+
+
+@lowering(aten.bucketize.Tensor, ttnn=["ge", "gt", "sum", "typecast"], needs=TILE,
+          notes="the count of boundaries below each value (<= with right=True): [n, 1] against [1, m] compared "
+                "in the values' device dtype, summed in float32 (exact); values of another dtype than the "
+                "boundaries', or more than 2**24 comparisons, run on the CPU fallback")
+def bucketize(x, boundaries, *, out_int32=False, right=False):
+    if len(boundaries.shape) != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({len(boundaries.shape)})")
+    if x.dtype != boundaries.dtype:
+        raise Unfit(f"{x.dtype} values against {boundaries.dtype} boundaries")
+    if x.dtype == torch.bool:
+        raise Unfit("bool values (PyTorch's own error)")
+    dtype = torch.int32 if out_int32 else torch.int64
+    m, n = boundaries.shape[0], x.shape.numel()
+    if n * m > BUCKETIZE_MAX:
+        raise Unfit(f"{n} values against {m} boundaries")
+    if not n or not m:
+        from .factory import full_handle
+        return full_handle(x.shape, 0, dtype, x.index)
+    values = reshape(x, (n, 1))
+    if values.tt_dtype != boundaries.tt_dtype:  # (uint32 and int32 storage of one integer dtype)
+        values, boundaries = policy.signed(values), policy.signed(boundaries)
+    below = api.run("ge" if right else "gt", values, reshape(boundaries, (1, m)), dtype=api.FLOAT32,
+                    out_dtype=torch.float32)                                       # boundary <(=) value: 1.0
+    counts = _reduce("sum", below, 1, False, torch.float32)
+    out = reshape(policy.retag(counts, dtype), x.shape)
+    out.bounds = (0, m, False)
+    return out

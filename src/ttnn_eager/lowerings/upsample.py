@@ -6,9 +6,11 @@ a ROW_MAJOR channels-last input; these reshapes and one expand keep the NCHW TIL
 Linear, bilinear and bicubic (align_corners either way, any sizes and scales) as one matmul per axis by
 PyTorch's own interpolation weights (below).
 
-Refused before ttnn (Unfit: the counted CPU fallback): nearest upsampling to output sizes that are not
-integer multiples of the input's, and explicit scales that disagree with them (PyTorch then samples other
-source positions); empty inputs of the interpolating modes.
+Nearest to other output sizes (or explicit scales that disagree with the sizes: PyTorch then samples other
+source positions), 1-D and 2-D: one ttnn.gather per axis of the source positions PyTorch's own op picks.
+
+Refused before ttnn (Unfit: the counted CPU fallback): 3-D nearest upsampling by non-integer factors, integer
+inputs of the gathered nearest form, empty inputs of the interpolating modes.
 """
 from __future__ import annotations
 
@@ -31,10 +33,8 @@ def _nearest(x, output_size, scales, op: str):
         raise Unfit(f"{op}: input of shape {list(x.shape)}")
     factors = []
     for size, out, scale in zip(sizes, output_size, scales):
-        if out % size:
-            raise Unfit(f"{op}: output size {out} is not a multiple of the input size {size}")
-        if scale is not None and abs(1.0 / scale - size / out) > 1e-9:
-            raise Unfit(f"{op}: scale {scale} does not match the sizes {size} -> {out}")
+        if out % size or scale is not None and abs(1.0 / scale - size / out) > 1e-9:
+            return _nearest_gathered(x, output_size, scales, op)
         factors.append(out // size)
     if all(f == 1 for f in factors):
         return x
@@ -43,8 +43,44 @@ def _nearest(x, output_size, scales, op: str):
     return reshape(expand(reshape(x, spread), grown), lead + list(output_size))
 
 
+def _source_positions(op, n: int, out: int, axis: int, k: int, scale) -> torch.Tensor:
+    """The input position each of `out` outputs along `axis` (of k spatial axes) reads: PyTorch's CPU `op` run
+    on the positions themselves (0, 1, ..., n - 1 along that axis; exact as float32)."""
+    shape, size, axis_scales = [1, 1] + [1] * k, [1] * k, [None] * k
+    shape[2 + axis], size[axis], axis_scales[axis] = n, out, scale
+    return op(torch.arange(n, dtype=torch.float32).reshape(shape), size, *axis_scales).reshape(out).long()
+
+
+def _nearest_gathered(x, output_size, scales, op: str):
+    """Nearest to any output size (or explicit scales): per axis, a ttnn.gather of the source positions
+    PyTorch's own op picks (uploaded once, expanded on the device to the gathered shape)."""
+    from .indexing import gather_handle
+    from ..core import layout as policy
+    k = len(output_size)
+    if k > 2:
+        raise Unfit(f"{op}: output size {list(output_size)} of a 3-D upsampling (not integer factors)")
+    if not x.dtype.is_floating_point:
+        raise Unfit(f"{op}: {x.dtype} input (ttnn.gather of floating tensors)")
+    aten_op = aten.upsample_nearest1d.default if k == 1 else aten.upsample_nearest2d.default
+    out = x
+    for axis, (n, size, scale) in enumerate(zip(x.shape[2:], output_size, scales)):
+        positions = _source_positions(aten_op, n, size, axis, k, scale)
+        if size == n and torch.equal(positions, torch.arange(n)):
+            continue
+        d = 2 + axis
+        shape = list(out.shape)
+        shape[d] = size
+        view = [size if i == d else 1 for i in range(len(shape))]
+        index = expand(policy.to_device(positions.reshape(view), x.index), shape)
+        out = gather_handle(out, d, index)
+    return out
+
+
 @lowering(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,
-          ttnn=["reshape", "expand"], needs=TILE, notes="integer factors (other sizes: the CPU fallback)")
+          ttnn=["reshape", "expand", "gather"], needs=TILE,
+          notes="integer factors as views (expand); other output sizes or explicit scales of 1-D and 2-D: a "
+                "ttnn.gather per axis of the source positions PyTorch's own op picks (floating inputs); 3-D: "
+                "integer factors only")
 def upsample_nearest(x, output_size, *scales):
     scales = list(scales) + [None] * (len(output_size) - len(scales))
     return _nearest(x, list(output_size), scales, f"upsample_nearest{len(output_size)}d")

@@ -1,5 +1,5 @@
 """Views and data movement: view/reshape, transpose/permute, expand, squeeze/unsqueeze, slice/select, diagonal,
-clone, and the writes through views (slice_scatter, select_scatter, diagonal_scatter).
+unfold, clone, and the writes through views (slice_scatter, select_scatter, diagonal_scatter).
 
 TT-NN tensors have no strides, so a view whose shape differs from its base is a new device tensor (ttnn
 reshape/permute/slice); a write through it reaches the base through the view op's inverse (Note [writes
@@ -16,7 +16,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import ANY, PROMOTE, STAGED, TILE
-from ..core.registry import inverse_of, lowering
+from ..core.registry import Unfit, inverse_of, lowering
 from ..device import api
 from ._common import contiguous_shape, dim
 
@@ -245,6 +245,43 @@ def roll(x, shifts, dims=()):
     return share(out) if out is x else out
 
 
+UNFOLD_SLICES_MAX = 256  # slices (one per window, or one per window position) an unfold is built from
+
+
+@lowering(aten.unfold.default, ttnn=["slice", "reshape", "concat", "permute"], needs=ANY,
+          notes="windows of `size` every `step` along a dimension (a new last dimension): one strided slice per "
+                "position in the window (or one slice per window, when fewer), concatenated: a copy, as every view "
+                "here. Writes through it reach the base when windows do not overlap (step >= size); a write into "
+                "overlapping windows (one element in several windows: its result on the CPU depends on the order "
+                "of the loops) raises. More than 256 slices either way: refused")
+def unfold(x, d, size, step):
+    n = len(x.shape)
+    d = dim(d, n)
+    length = x.shape[d] if n else 1
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if not n:
+        return reshape(x, (1,))
+    windows = (length - size) // step + 1
+    shape = list(x.shape)
+    shape[d] = windows
+    if not x.shape.numel() or not size or x.tt is None:
+        return _without_data(x, shape + [size])
+    if min(size, windows) > UNFOLD_SLICES_MAX:
+        raise Unfit(f"unfold into {windows} windows of {size}")
+    if size <= windows:  # slice j: element j of every window, [..., windows, ..., 1]
+        parts = [unsqueeze(slice_handle(x, d, j, j + step * (windows - 1) + 1, step), n) for j in range(size)]
+        return same_values(cat(parts, n) if size > 1 else parts[0], x, every_value=False)
+    rows = [unsqueeze(slice_handle(x, d, w * step, w * step + size), d) for w in range(windows)]  # [.., 1, .., size, ..]
+    stacked = cat(rows, d) if windows > 1 else rows[0]                                      # [.., windows, .., size, ..]
+    order = [i for i in range(n + 1) if i != d + 1] + [d + 1]
+    return same_values(permute_handle(stacked, order), x, every_value=False)
+
+
 @lowering(aten.split_with_sizes.default, ttnn=["slice"], needs=ANY)
 def split_with_sizes(x, sizes, d=0):
     d = dim(d, len(x.shape))
@@ -353,6 +390,22 @@ def _split_back(base, value, split_size, d=0, pos=None):
 @inverse_of(unbind)
 def _unbind_back(base, value, d=0, pos=None):
     return select_scatter(base, value, d, pos)
+
+
+@inverse_of(unfold)
+def _unfold_back(base, value, d, size, step, pos=None):
+    n = len(base.shape)
+    d = dim(d, n) if n else 0
+    if step < size:  # one base element in several windows: no single value to write back
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    if not n:
+        return reshape(value, ())
+    windows = value.shape[d]
+    for j in range(size):  # element j of every window: base[j::step] along d
+        part = select(value, n, j)
+        base = slice_scatter_handle(base, part, d, j, j + step * (windows - 1) + 1, step)
+    return base
 
 
 @inverse_of(diagonal)

@@ -65,7 +65,8 @@ MAX_NUMEL = 1 << 26       # results beyond this keep the sample (the CPU referen
 SCAN_CAP = 16             # OpInfo samples scanned per dtype (their backward: the first opinfo.CAP)
 CANDIDATES = 8            # calls kept per overload: the first the lowering accepts is measured
 STRUCTURAL_TENSORS = {"index": "holds positions", "indices": "holds positions",
-                      "buffer": "is the forward's scratch output, consistent with `self`"}  # by schema name
+                      "buffer": "is the forward's scratch output, consistent with `self`",
+                      "boundaries": "must stay sorted (resampled values are not)"}  # by schema name
 UNDEFINED_OUTPUTS = {  # outputs left unwritten by design (the lowering's notes): not compared
     torch.ops.aten.log_sigmoid_forward.default: 1,  # the CPU kernel's buffer, for its own backward
 }
@@ -168,7 +169,8 @@ UNREACHED = {
 def _rank(func, args, kwargs, lists=SIZE_LISTS) -> int:
     """The highest rank among the call's tensors and size lists (of those names)."""
     return max([t.dim() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)] +
-               [len(v) for n, v in _schema_names(func, args, kwargs) if n in lists], default=0)
+               [len(v) for n, v in _schema_names(func, args, kwargs) if n in lists and isinstance(v, (list, tuple))],
+               default=0)  # (unfold's `size` is a number)
 
 
 def _scan() -> dict:
@@ -374,7 +376,7 @@ def scale(func, args, kwargs, dims: Dims) -> tuple:
 
         names = [n for n, _ in _schema_names(func, args, kwargs)]
         values = [tree_map(lambda x: _resample(x, shape(x.shape), gen) if isinstance(x, torch.Tensor) else x, v)
-                  if n not in SIZE_LISTS else shape(v, own=n != "normalized_shape")
+                  if n not in SIZE_LISTS or not isinstance(v, (list, tuple)) else shape(v, own=n != "normalized_shape")
                   for n, v in _schema_names(func, args, kwargs)]
         new = (values[:len(args)], dict(zip(names[len(args):], values[len(args):])))
         how = "bert-large (by rank)"
@@ -398,7 +400,7 @@ def _shapes(func, args, kwargs) -> str:
     """The call's tensor shapes and size lists ("scalar": a 0-d tensor; "[..]": a size)."""
     out = []
     for name, value in _schema_names(func, args, kwargs):
-        if name in SIZE_LISTS:
+        if name in SIZE_LISTS and isinstance(value, (list, tuple)):
             out.append(f"[{'x'.join(map(str, value))}]")
         out += ["x".join(map(str, t.shape)) or "scalar" for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
     return ", ".join(out) or "-"

@@ -379,15 +379,17 @@ def compare_outputs(out, ref, mask=None) -> dict:
 def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     """One forward on the CPU (float32), then one on `device` (the model moved there, float64 tensors stored
     as float32: FLOAT64): compare_outputs plus the CPU fallbacks and the aten and TT-NN op counts of the
-    device forward. A device error raises."""
+    device forward. A device error raises. Both forwards start from one state of the CPU generator, so the
+    draws a forward makes on the host (ViLT's torch.multinomial choice of patches; VITS' noise: a ttnn
+    device's random factories draw from the CPU generator) are the same draws."""
     from .. import config
     from ..features.inventory import record_ops
-    torch.manual_seed(0)  # a model that draws random numbers (VITS' noise, ViTMAE's masking) draws the same on
-    with torch.no_grad():  # both: a ttnn device's random factories draw from the CPU generator
+    rng = torch.random.get_rng_state()
+    with torch.no_grad():
         ref = model(**inputs)
     model.to(device)
     dinputs = _to(inputs, device)
-    torch.manual_seed(0)
+    torch.random.set_rng_state(rng)
     previous = config.configure(float64=FLOAT64)
     try:
         with torch.no_grad(), record_ops() as rec:
