@@ -70,6 +70,14 @@ def test_reductions_of_a_0d_tensor():
     same(lambda t: (t.all(), t.any(0)), torch.tensor(True))
 
 
+def test_a_0d_tensor_and_a_one_element_vector_broadcast_to_the_vector():
+    """0-d op [1] is [1] in PyTorch (D-FINE's weighting function concatenates such products; a 0-d result
+    made torch.cat refuse it)."""
+    a, b = torch.tensor(0.5), torch.tensor([4.0])
+    same(lambda x, y: (x * y, y * x, x + y, torch.where(x > 0, x, y), x * x, x + 1), a, b)
+    same(lambda x, y: torch.cat([-(abs(x) * abs(y)), torch.zeros_like(x[None])]), a, b)
+
+
 @pytest.mark.parametrize("a,b", [((5,), (2, 5, 3)), ((4, 5), (2, 5, 3)), ((3, 4, 5), (2, 1, 5, 3)),
                                  ((3, 4, 5), (1, 5, 3)), ((4, 5), (1, 5, 3)), ((2, 4, 5), (5,)),
                                  ((2, 1, 4, 5), (3, 5, 2)), ((), (3,)), ((2, 3), (4, 5))])

@@ -511,8 +511,9 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
     if not isinstance(out, (list, tuple)):
         value = BACKEND.value(op, args, kwargs, out)
         shape = shape_of(out)
-        if not first.shape and shape == _ONE:  # a 0-d tensor is [1] to some ttnn ops: its result stays 0-d
-            shape = first.shape
+        if not first.shape and shape == _ONE and not any(type(a) is Handle and a.shape for a in args):
+            shape = first.shape  # a 0-d tensor is [1] to some ttnn ops: its result stays 0-d (unless a
+            # 1-element operand of rank 1 broadcasts it: 0-d * [1] is [1], as PyTorch)
         result = Handle(out, value, dtype, shape, first.index)
         result.root = _shared_buffer(out, args)
         _grew(first.index, shape.numel())
