@@ -315,7 +315,21 @@ def _last(shape):
     return shape[-1] if shape else 1
 
 
+def _unit_lower_solve(x):
+    n = x.shape[-1]
+    lower = (x.unsqueeze(-1) * x.unsqueeze(-2) * 0.01).tril(-1) + torch.eye(n, device=x.device)
+    return torch.linalg.solve_triangular(lower, x.unsqueeze(-1), upper=False, unitriangular=True)
+
+
 EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i of the same shape
+    "logs": lambda x, i: (torch.log2(x.abs() + 1), torch.log10(x.abs() + 1), torch.nan_to_num(torch.log(x)),
+                          torch.nan_to_num(x / 0, posinf=7.0)),
+    "buckets": lambda x, i: (torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0], device=x.device)),
+                             torch.unique(i), torch.masked_select(x, x > 0)),
+    "moments": lambda x, i: (*torch.var_mean(x, -1), *torch.std_mean(x)),
+    "unfold": lambda x, i: x.unfold(-1, 2, 1),
+    "rot90": lambda x, i: torch.rot90(x, 1, (0, -1)),
+    "solve": lambda x, i: _unit_lower_solve(x),
     "checks": lambda x, i: (torch.isnan(x), torch.isinf(x), torch.isnan(i), aten.lift_fresh_copy(x)),
     "complex": lambda x, i: (torch.view_as_real(torch.polar(x.abs(), x)), torch.view_as_real(torch.complex(x, -x)),
                              torch.view_as_complex(torch.stack([x, i.float()], -1)).abs(),

@@ -19,8 +19,8 @@ aten = torch.ops.aten
 
 
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed or weight.dim() != 5 or x.dim() != 5:
-        return NotImplemented
+    if transposed or weight.dim() != 5 or x.dim() != 5 or not x.is_floating_point():
+        return NotImplemented  # (integer convolutions: exact on the CPU fallback, as conv2d's)
     n, c, d, h, w = x.shape
     o, _, kd = weight.shape[:3]
     (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = (tuple(v) * (3 if len(v) == 1 else 1) for v in

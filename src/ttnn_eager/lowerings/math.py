@@ -11,6 +11,7 @@ integers below 2**24 in magnitude (token ids, beam indices).
 from __future__ import annotations
 
 import builtins  # (round is a lowering's name here)
+import math
 
 import torch
 
@@ -92,6 +93,12 @@ def _as_result(h, dtype: torch.dtype):
     return cast(api.Handle(h.tt, h.shadow, torch.float32, h.shape, h.index), dtype)
 
 
+def _reciprocal(b) -> float:
+    """1 / b for a Python scalar divisor; 1 / +-0 is +-inf, so x / 0 is IEEE's +-inf (and NaN for 0 / 0)."""
+    b = float(b)
+    return 1.0 / b if b else math.copysign(math.inf, b)
+
+
 @lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode,
           ttnn=["typecast", "divide", "floor", "trunc"], needs=TILE,
           notes="true division (integers in float32); rounding_mode trunc/floor computed in float32, integer "
@@ -112,7 +119,7 @@ def div(a, b, *, rounding_mode=None):
     # throughout: trunc/floor of a bfloat16 quotient would be off by one near integers.
     a, b = (policy.to_float32(x) if is_handle(x) and (rounding_mode is not None or not x.dtype.is_floating_point)
             else x for x in (a, b))
-    out = api.run("divide", a, b, out_dtype=dtype) if is_handle(b) else api.run("multiply", a, 1.0 / float(b),
+    out = api.run("divide", a, b, out_dtype=dtype) if is_handle(b) else api.run("multiply", a, _reciprocal(b),
                                                                                  out_dtype=dtype)
     if rounding_mode is not None:
         out = api.run(rounding_mode if rounding_mode == "floor" else "trunc", out)
