@@ -329,6 +329,7 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
     "moments": lambda x, i: (*torch.var_mean(x, -1), *torch.std_mean(x)),
     "unfold": lambda x, i: x.unfold(-1, 2, 1),
     "rot90": lambda x, i: torch.rot90(x, 1, (0, -1)),
+    "prod": lambda x, i: (x.prod(-1), (i % 3).prod(0)),
     "solve": lambda x, i: _unit_lower_solve(x),
     "checks": lambda x, i: (torch.isnan(x), torch.isinf(x), torch.isnan(i), aten.lift_fresh_copy(x)),
     "complex": lambda x, i: (torch.view_as_real(torch.polar(x.abs(), x)), torch.view_as_real(torch.complex(x, -x)),

@@ -2,6 +2,7 @@
 var_mean/std_mean."""
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -287,3 +288,31 @@ def var_mean(x, d=None, *, correction=None, keepdim=False):
 def std_mean(x, d=None, *, correction=None, keepdim=False):
     variance, mean = _moments(x, d, correction, keepdim, "std_mean")
     return policy.stored(api.run("sqrt", variance)), policy.stored(mean)
+
+
+# ----------------------------------------------------------------------------------------------- products
+PROD_MAX_TERMS = 16  # a product along a short dimension: one multiply per term
+
+
+@lowering(aten.prod.dim_int, ttnn=["slice", "multiply", "typecast"], needs=TILE,
+          notes="a short dimension (up to 16) as a chain of multiplies (deformable attention's H*W of its "
+                "levels); integers in int32 when their value bounds keep the product inside it; others refused")
+def prod(x, d, keepdim=False, *, dtype=None):
+    from .elementwise import mul
+    from .factory import cast
+    from .views import select
+    n = len(x.shape)
+    d = dim(d, n) if n else 0
+    size = x.shape[d] if n else 1
+    if not n or size == 0 or size > PROD_MAX_TERMS:
+        raise Unfit(f"a product over {size} terms (at most {PROD_MAX_TERMS}; 0-d or empty: the CPU's)")
+    out_dtype = dtype or (x.dtype if x.dtype.is_floating_point else torch.int64)
+    if not out_dtype.is_floating_point:
+        lo, hi = value_range(x)
+        if builtins.max(abs(lo), abs(hi)) ** size >= 2 ** 31:
+            raise Unfit(f"integer products of values in [{lo}, {hi}] over {size} terms may leave int32")
+    terms = [cast(select(x, d, k), out_dtype) for k in range(size)]
+    out = terms[0]
+    for t in terms[1:]:
+        out = mul(out, t)
+    return reshape(out, [1 if i == d else s for i, s in enumerate(x.shape)]) if keepdim else out
