@@ -474,14 +474,14 @@ def explain_accuracy(name: str, inputs: dict, device: str, seed: int) -> dict:
         config.configure(**previous)
     try:
         model = build(name, seed)[0]
-        torch.manual_seed(0)  # (compare's draws)
+        rng = torch.random.get_rng_state()  # (one generator state for both forwards, as compare's)
         with torch.no_grad():
             ref = model(**inputs)
-            torch.manual_seed(0)
+            torch.random.set_rng_state(rng)
             half = {k: v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                     for k, v in inputs.items()}
             low = model.to(torch.bfloat16)(**half)
-        out["cpu_bfloat16_pearson"] = compare_outputs(_to(low, "cpu"), ref, inputs.get("attention_mask"))["pearson"]
+        out["cpu_bfloat16_pearson"] = compare_outputs(low, ref, inputs.get("attention_mask"))["pearson"]
     except Exception as e:  # noqa: BLE001
         out["cpu_bfloat16_error"] = _error_text(e)
     return out
