@@ -39,6 +39,16 @@ def test_compare_outputs_finds_shape_and_dtype_differences():
     assert zoo.classify({"status": "ran", "same_shapes_dtypes": True, "pearson": 0.9999, "fallbacks": {}}) == "clean"
 
 
+def test_empty_outputs_of_the_same_shape_are_equal():
+    """A detector keeping no box on either side (FCOS, RetinaNet v2 with random weights) returns the CPU's
+    outputs exactly; one that keeps boxes where the CPU keeps none is a shape difference."""
+    none = [{"boxes": torch.zeros(0, 4), "scores": torch.zeros(0), "labels": torch.zeros(0, dtype=torch.long)}]
+    same = zoo.compare_outputs([{k: v.clone() for k, v in none[0].items()}], none)
+    assert same["same_shapes_dtypes"] and same["pearson"] == 1.0 and zoo.classify(
+        dict(same, status="ran", fallbacks={})) == "clean"
+    some = [{"boxes": torch.ones(1, 4), "scores": torch.ones(1), "labels": torch.ones(1, dtype=torch.long)}]
+    assert zoo.classify(dict(zoo.compare_outputs(some, none), status="ran", fallbacks={})) == "shape/dtype differs"
+
 @pytest.mark.parametrize("model_type", ["bert", "llama", "qwen3_moe"])
 def test_sampled_families_clean(model_type):
     """A few families, sampled from the zoo: a dense encoder, a rotary decoder with grouped-query
