@@ -149,6 +149,60 @@ def test_conv3d_refusals_still_fall_back_counted():
     _close(out, ref, pearson=0.9999)
 
 
+# ------------------------------------------------------------------------------------------------ 3-D pools
+# core/convolution.py: max_pool3d_with_indices and avg_pool3d as the 2-D pool of every frame, then the same pool
+# over each temporal window's frames (torchvision S3D's max and average pools).
+POOL3D = [  # input shape, kernel, stride, padding, ceil_mode
+    ((2, 3, 8, 12, 12), (1, 3, 3), (1, 2, 2), (0, 1, 1), False),  # S3D's spatial max pools
+    ((1, 4, 7, 9, 9), (3, 3, 3), 1, 1, False),                     # S3D's inception branch pool
+    ((1, 4, 7, 14, 14), (2, 7, 7), 1, 0, False),                   # S3D's final average pool
+    ((1, 2, 7, 9, 10), (2, 3, 3), 2, (1, 1, 0), True),             # strided, padded, ceil_mode
+    ((2, 5, 6, 8), (2, 2, 2), None, 0, True),                      # unbatched
+]
+
+
+@pytest.mark.parametrize("case", POOL3D, ids=[f"pool3d{i}" for i in range(len(POOL3D))])
+def test_3d_pools_run_on_the_device_as_2d_pools(case):
+    import torch.nn.functional as F
+    shape, k, s, p, ceil = case
+    torch.manual_seed(0)
+    x = torch.randn(*shape).to(torch.bfloat16).float()  # (bfloat16-exact: the max pool is exact)
+    xd = x.to(DEV)
+    with ttnn_eager.strict():  # (a CPU fallback raises)
+        values, index = F.max_pool3d(xd, k, s, p, ceil_mode=ceil, return_indices=True)
+        ref_values, ref_index = F.max_pool3d(x, k, s, p, ceil_mode=ceil, return_indices=True)
+        assert torch.equal(values.cpu(), ref_values) and torch.equal(index.cpu(), ref_index)
+        for include in (True, False):
+            _close(F.avg_pool3d(xd, k, s, p, ceil_mode=ceil, count_include_pad=include),
+                   F.avg_pool3d(x, k, s, p, ceil_mode=ceil, count_include_pad=include), pearson=0.9999, rel=0.01)
+        _close(F.avg_pool3d(xd, k, s, p, ceil_mode=ceil, divisor_override=5),
+               F.avg_pool3d(x, k, s, p, ceil_mode=ceil, divisor_override=5), pearson=0.9999, rel=0.01)
+
+
+def test_3d_pools_pass_their_opinfo_samples_on_the_device():
+    """op_db's samples of max_pool3d and avg_pool3d, in strict mode (no CPU fallback)."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    from ttnn_eager.tools import opinfo
+    ran = 0
+    for op in op_db:
+        if opinfo.full_name(op) not in ("nn.functional.max_pool3d", "nn.functional.avg_pool3d"):
+            continue
+        for sample in op.sample_inputs("cpu", torch.float32):
+            x = sample.input.to(torch.bfloat16).float()
+            ref = op(x, *sample.args, **sample.kwargs)
+            with ttnn_eager.strict():
+                out = op(x.to(DEV), *sample.args, **sample.kwargs)
+            for o, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (out, ref))):
+                assert o.device.type == "ttnn" and o.shape == r.shape and o.dtype == r.dtype
+                if r.is_floating_point() and r.numel():
+                    _close(o, r, pearson=0.9999, rel=0.01)
+                else:
+                    assert torch.equal(o.cpu(), r), (opinfo.full_name(op), sample)
+            ran += 1
+    assert ran >= 8
+
+
 # ------------------------------------------------------------------------------------------------ log2, log10
 def test_log2_log10_match_the_cpu():
     """log2 (torchvision detection's LevelMapper: the FPN level of each box) and log10, on the device."""

@@ -60,9 +60,11 @@ def table() -> dict:
 
 
 def get(func):
-    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE or attention.TABLE), or None."""
-    from . import attention, recurrent
-    return table().get(func) or recurrent.TABLE.get(func) or attention.TABLE.get(func)
+    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE, attention.TABLE or
+    convolution.POOLS), or None."""
+    from . import attention, convolution, recurrent
+    return (table().get(func) or recurrent.TABLE.get(func) or attention.TABLE.get(func)
+            or convolution.POOLS.get(func))
 
 
 def of_refused(func):
