@@ -434,25 +434,38 @@ def test_hardware_without_a_card_says_what_to_set():
     assert "No chips detected" not in r.stderr  # stopped before ttnn was asked
 
 
-def test_module_to_with_a_live_autograd_graph_names_the_cause_and_the_fix():
-    """A CPU forward with grad enabled whose output is kept holds LayerNorm.weight in its graph: PyTorch's
-    bare "Couldn't swap" becomes ParameterSwapError naming the cause and the fix, and the fix works."""
-    from ttnn_eager.core.registration import ParameterSwapError
+def test_module_to_with_a_live_autograd_graph_moves_the_whole_module():
+    """A CPU forward with grad enabled whose output is kept holds Conv1d.weight and LayerNorm.weight in its
+    graph, so they cannot be swapped in place (.to("cuda") would move them anyway): those modules' parameters
+    become new Parameters on the device, with one warning naming them; the others keep their identity, tied
+    weights stay tied, nothing is left on the CPU, and the forward matches. (A backward through the old graph
+    then fails for the swapped Linear: PyTorch poisons a swapped parameter's AccumulateGrad node, as with any
+    swap.)"""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
-    out = model(torch.randn(2, 8))
-    with pytest.raises(ParameterSwapError, match=r"Couldn't swap LayerNorm.weight: .*autograd graph.*"
-                                                 r"torch.no_grad\(\).*del out") as info:
+    conv = torch.nn.Conv1d(8, 8, 1)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), conv, torch.nn.Flatten(1), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 16))
+    model.add_module("tied", model[4])  # the same Linear twice: one module, tied
+    x = torch.randn(2, 8, 2)
+    out = model[1:4](model[0](x.transpose(1, 2)).transpose(1, 2))  # conv and layer norm in a live graph
+    first, old_conv_weight = model[0].weight, conv.weight
+    with pytest.warns(UserWarning, match=r"Conv1d.weight, Conv1d.bias, LayerNorm.weight, LayerNorm.bias could not "
+                                         r"be swapped.*autograd graph.*new Parameter.*tied weights stay tied"):
         model.to(DEV)
-    assert "use_count" in str(info.value.__cause__.__cause__)  # PyTorch's own errors stay chained
-    del out
-    model.to(DEV)
-    assert all(p.device == torch.device(DEV) for p in model.parameters())
+    assert all(t.device == torch.device(DEV) for t in [*model.parameters(), *model.buffers()])
+    assert model[0].weight is first and conv.weight is not old_conv_weight  # swapped / replaced
+    assert model.tied.weight is model[4].weight and isinstance(conv.weight, torch.nn.Parameter)
+    assert conv.weight.requires_grad
+    assert old_conv_weight.device.type == "cpu"  # (what the old graph recorded)
+    with torch.no_grad():
+        dev = model[1:4](model[0](x.to(DEV).transpose(1, 2)).transpose(1, 2)).cpu()
+    assert torch.allclose(dev, out.detach(), atol=0.05) and pcc(dev, out.detach()) > 0.999
     fresh = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
     with torch.no_grad():
         kept = fresh(torch.randn(2, 8))
-    fresh.to(DEV)  # a no_grad reference holds no graph
-    assert kept.shape == (2, 8) and fresh[1].weight.device == torch.device(DEV)
+    ln = fresh[1].weight
+    fresh.to(DEV)  # a no_grad reference holds no graph: identity kept
+    assert kept.shape == (2, 8) and fresh[1].weight is ln and ln.device == torch.device(DEV)
     with pytest.raises(TypeError):  # other failures of Module._apply pass through unchanged
         fresh.to(object())
 

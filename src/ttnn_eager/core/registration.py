@@ -14,8 +14,8 @@
     - pin_memory() for the ttnn device: PyTorch's bare "register PrivateUse1HooksInterface" error re-raised
       saying why it cannot work (pinned memory needs C++ hooks) and what to do
     - Module._apply: a conversion involving a ttnn device swaps tensors (Parameter identity and ties kept);
-      a failed swap (module.to("ttnn:0") while an autograd graph still holds a parameter) is re-raised as
-      ParameterSwapError, naming the cause and the fix
+      a failed swap (module.to("ttnn:0") while an autograd graph still holds a parameter) moves that
+      module's parameters as new Parameters instead (ties kept), with a warning naming them
 """
 from __future__ import annotations
 
@@ -248,18 +248,44 @@ def _keep_storage_on_cpu(storage, location: str):
     return None
 
 
-class ParameterSwapError(RuntimeError):
-    """module.to() could not swap a parameter for its moved copy: something else still references it."""
+_REPLACED_WARNING = (
+    "module.to(): {names} could not be swapped for {its} moved copy in place: something else still references "
+    "{them} -- most often the autograd graph of an earlier forward run with grad enabled whose output is still "
+    "alive. {Each} is now a new Parameter on the target device (what PyTorch does for a device whose tensors "
+    "cannot take over a CPU tensor's data); tied weights stay tied, but references held elsewhere (an optimizer "
+    "made before the move, the old graph) still see the old tensor. To keep Parameter identity, run such a "
+    "forward under `torch.no_grad()` or `del` its output before moving, and make optimizers after the move.")
+
+_moving: list = []  # the outermost conversion's {id(original parameter): (original, new Parameter)}
 
 
-_SWAP_HELP = (
-    "{err}: moving a module to or from a ttnn device swaps each parameter for its moved copy "
-    "(torch.utils.swap_tensors, which keeps Parameter identity and tied weights), and a swap needs the "
-    "parameter to be referenced by the module alone. Here something else still holds it -- most often the "
-    "autograd graph of an earlier forward whose output is still alive (computed with grad enabled, e.g. a "
-    "CPU reference). Fix: compute that forward under `with torch.no_grad():` (or torch.inference_mode()), "
-    "or drop its output (`del out`) before `.to(...)`; also create optimizers after the move, and do not "
-    "keep other references to the parameters.")
+def _replace_parameters(module, fn) -> list:
+    """module's own parameters that a swap could not move, moved as PyTorch moves them without swaps (a new
+    Parameter holding fn(param), its grad moved too; one per original, so ties hold), then its buffers (never
+    swapped). Parameters already converted (fn returns them unchanged) stay. Returns the names replaced."""
+    replaced = []
+    moved = _moving[-1]
+    for key, p in module._parameters.items():
+        if p is None:
+            continue
+        if id(p) in moved:
+            module._parameters[key] = moved[id(p)][1]
+            continue
+        with torch.no_grad():
+            data = fn(p)
+        if data is p:
+            continue
+        new = torch.nn.Parameter(data, p.requires_grad)
+        if p.grad is not None:
+            with torch.no_grad():
+                new.grad = fn(p.grad)
+        moved[id(p)] = (p, new)
+        module._parameters[key] = new
+        replaced.append(f"{module._get_name()}.{key}")
+    for key, b in module._buffers.items():
+        if b is not None:
+            module._buffers[key] = fn(b)
+    return replaced
 
 
 def _patch_module_apply() -> None:
@@ -271,9 +297,11 @@ def _patch_module_apply() -> None:
     break silently. The flag is PyTorch-global: it is set only for the duration of a conversion that
     involves a ttnn device (a parameter or buffer on one, or a conversion to one).
 
-    A swap fails when something else holds the parameter; PyTorch's bare "_apply(): Couldn't swap
-    LayerNorm.weight" (its cause: a use_count message) becomes a ParameterSwapError saying why and what to
-    do, once (the outermost of the recursive _apply calls sees a ParameterSwapError and lets it through)."""
+    A swap fails when something else holds the parameter (PyTorch's "_apply(): Couldn't swap LayerNorm.weight",
+    its cause a use_count message): typically the autograd graph of a CPU forward whose output is alive, where
+    `.to("cuda")` works. The module whose own parameter failed then moves its own parameters as PyTorch does
+    without swaps (_replace_parameters: new Parameters, ties kept across the whole conversion), so the module is
+    moved whole -- never left half on each device -- and one warning names the parameters replaced."""
     M = torch.nn.Module
     if getattr(M._apply, "_ttnn_eager_wrapped", False):
         return
@@ -291,16 +319,34 @@ def _patch_module_apply() -> None:
         finally:
             future.set_swap_module_params_on_conversion(False)
 
-    @functools.wraps(apply)
-    def _apply(self, fn, recurse=True):
+    def moved(self, fn, recurse):
         try:
             return swapped(self, fn, recurse)
-        except ParameterSwapError:
-            raise
         except RuntimeError as err:
             if not str(err).startswith("_apply(): Couldn't swap") or "use_count" not in str(err.__cause__):
                 raise
-            raise ParameterSwapError(_SWAP_HELP.format(err=err)) from err
+            # this module's own parameter (a child's failure is handled by the child's own call): its children
+            # are done, its parameters and buffers are moved without swaps
+            _moving[-1].setdefault("replaced", []).extend(_replace_parameters(self, fn))
+            return self
+
+    @functools.wraps(apply)
+    def _apply(self, fn, recurse=True):
+        if _moving:
+            return moved(self, fn, recurse)
+        _moving.append({})
+        try:
+            out = moved(self, fn, recurse)
+            replaced = _moving[-1].pop("replaced", [])
+        finally:
+            _moving.pop()
+        if replaced:
+            import warnings
+            one = len(replaced) == 1
+            warnings.warn(_REPLACED_WARNING.format(
+                names=", ".join(replaced), its="its" if one else "their", them="it" if one else "them",
+                Each="It" if one else "Each"), stacklevel=2)
+        return out
 
     _apply._ttnn_eager_wrapped = True
     M._apply = _apply
