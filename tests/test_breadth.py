@@ -115,6 +115,11 @@ CASES = {
               [(bf(3, 5, 33), ints(2, 4, 6, lo=-9))]),
     "var_mean": (lambda a: (*torch.var_mean(a, -1), *torch.std_mean(a, (0, 2), keepdim=True),
                             *torch.var_mean(a + 20, correction=0)), [(bf(3, 5, 33),)]),
+    # FFTs as DFT matrix products (lowerings/fft.py; more in tests/test_fft.py): FNet's fftn, WavTokenizer's irfft
+    "fft": (lambda a, c: (torch.view_as_real(torch.fft.rfft(a)), torch.fft.fftn(a, dim=(1, 2)).real,
+                          torch.fft.irfft(c, 24, dim=-1, norm="ortho"), torch.view_as_real(torch.fft.fft(c, dim=1)),
+                          torch.view_as_real(torch.fft.ifft(c, norm="forward").resolve_conj())),
+            [(bf(2, 6, 33), torch.complex(bf(2, 5, 13), bf(2, 5, 13, seed=1)))]),
 }
 
 

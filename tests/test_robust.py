@@ -335,6 +335,8 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
     "complex": lambda x, i: (torch.view_as_real(torch.polar(x.abs(), x)), torch.view_as_real(torch.complex(x, -x)),
                              torch.view_as_complex(torch.stack([x, i.float()], -1)).abs(),
                              torch.view_as_real(torch.view_as_complex(torch.stack([x, x], -1)) * (1 + 2j))),
+    "fft": lambda x, i: (torch.view_as_real(torch.fft.rfft(x)), torch.view_as_real(torch.fft.fft(i)),
+                         torch.fft.irfft(torch.fft.fft(x), x.shape[-1]), torch.fft.fftn(x).real),
     "fused": lambda x, i: _fused_edges(x),
     "unary": lambda x, i: (torch.tanh(x), torch.relu(x), torch.sigmoid(x), torch.exp(x), torch.log(x.abs() + 1),
                            torch.sqrt(x.abs()), torch.rsqrt(x.abs() + 1), torch.erf(x), F.silu(x), F.gelu(x),
