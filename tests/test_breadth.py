@@ -115,6 +115,15 @@ CASES = {
               [(bf(3, 5, 33), ints(2, 4, 6, lo=-9))]),
     "var_mean": (lambda a: (*torch.var_mean(a, -1), *torch.std_mean(a, (0, 2), keepdim=True),
                             *torch.var_mean(a + 20, correction=0)), [(bf(3, 5, 33),)]),
+    # FFTs as DFT matrix products (lowerings/fft.py; more in tests/test_fft.py): FNet's fftn, WavTokenizer's irfft
+    "fft": (lambda a, c: (torch.view_as_real(torch.fft.rfft(a)), torch.fft.fftn(a, dim=(1, 2)).real,
+                          torch.fft.irfft(c, 24, dim=-1, norm="ortho"), torch.view_as_real(torch.fft.fft(c, dim=1)),
+                          torch.view_as_real(torch.fft.ifft(c, norm="forward").resolve_conj())),
+            [(bf(2, 6, 33), torch.complex(bf(2, 5, 13), bf(2, 5, 13, seed=1)))]),
+    # torch.equal (torch.istft's window check): a Python bool, here scaling tensors so the check compares it
+    "equal": (lambda a, b, i: (a * torch.equal(a, b) + 2 * torch.equal(a, a * 1), a * torch.equal(a, a[:1]),
+                               i * torch.equal(i, i.float()), i * torch.equal(i, i + 1)),
+              [(bf(3, 33), bf(3, 33).index_fill(1, torch.tensor([5]), 9.0), ints(4, 6, lo=-9))]),
 }
 
 
@@ -321,6 +330,19 @@ def test_refused_forms_fall_back_counted():
         out = fn(*[t.to(DEV) for t in args])
         assert ttnn_eager.stats()["fallbacks"] == 1
         assert torch.allclose(out.cpu(), fn(*args), atol=0.03)
+
+
+@covers(aten.equal.default)
+@FEW
+@given(shape=shapes(), data=st.data())
+def test_equal(shape, data):
+    """torch.equal of a tensor and itself, a copy with one element changed, and another shape."""
+    x = values(shape, data.draw)
+    y = x.clone().flatten()
+    y[data.draw(st.integers(0, y.numel() - 1))] += data.draw(st.sampled_from([1.0, -0.5, 100.0]))
+    y = y.reshape(shape)
+    check(lambda a, b: (a * torch.equal(a, a.clone()), a * torch.equal(a, b), a * torch.equal(a, a.unsqueeze(0)),
+                        a * torch.equal(a, a.int())), x, y)
 
 
 @covers(aten.masked_select.default, aten.rot90.default, aten.var_mean.correction, aten.std_mean.correction)

@@ -29,6 +29,8 @@ ALLOWLIST = [
     # weight normalization (torch.nn.utils.weight_norm, parametrizations.weight_norm): v * g / |v|, computed
     # at every forward (the convolutional positional embedding of wav2vec2-style audio models, issue 23)
     aten._weight_norm_interface, aten.norm,  # (norm: what weight_norm over dim != 0 calls; linalg_vector_norm)
+    # torch.istft's overlap-add of its frames: an index_put with accumulate (scatter_add)
+    aten.unfold_backward,
     # backward ops of lowered forward ops (training: docs/training.md)
     aten.tanh_backward,
     aten.sigmoid_backward,

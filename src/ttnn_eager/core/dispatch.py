@@ -489,10 +489,11 @@ def _has_empty(args) -> bool:
     return False
 
 
-# lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype
+# lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype;
+# _fft_r2c refuses them (the CPU fallback: PyTorch's CPU kernel raises for an empty batch, its meta kernel not)
 _TAKES_EMPTY = (aten.cat.default, aten.new_empty.default, aten.new_empty_strided.default, aten.new_zeros.default,
                 aten.new_ones.default, aten.new_full.default, aten.empty_like.default, aten.zeros_like.default,
-                aten.ones_like.default, aten.full_like.default)
+                aten.ones_like.default, aten.full_like.default, aten._fft_r2c.default)
 _META, _CPU = torch.device("meta"), torch.device("cpu")
 
 

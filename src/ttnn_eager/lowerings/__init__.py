@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     elementwise,
     embedding,
     factory,
+    fft,
     fused,
     indexing,
     loss,

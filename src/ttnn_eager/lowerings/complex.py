@@ -12,13 +12,14 @@ the complex shape). `layout.as_pair` / `layout.as_complex` see one as the other 
     abs                             sqrt(re^2 + im^2)
     views (view, unsqueeze, permute, slice, select, expand, cat, ...)   the real view of the pair, its
                                     trailing dimension of 2 kept; writes through them reach the base
+    constant_pad_nd                 the pair padded with zeros (its trailing dimension not)
     _to_copy, copy_                 .cpu() / .to("ttnn") / dtype conversions (complex -> real: the real parts,
                                     as PyTorch's cast)
 
 These are registered with `complex=True` (registry.COMPLEX): dispatch sends every call with a complex tensor
 argument here, and a call whose op has no complex lowering runs on the CPU fallback (counted), which hands
-the CPU the complex values PyTorch would have. FFT stays on that fallback. complex128 (like float64) and
-complex32 are refused by the storage policy.
+the CPU the complex values PyTorch would have. FFTs are lowerings of their own (lowerings/fft.py: DFT matrix
+products of the pairs). complex128 (like float64) and complex32 are refused by the storage policy.
 
 A conjugate view (`x.conj()`, PyTorch's lazy conjugate bit) is made eagerly here: its device tensor holds the
 conjugated values and the tensor carries no conjugate bit (`is_conj()` is False on the device).
@@ -31,7 +32,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT, as_complex, as_pair
-from ..core.registry import COMPLEX, INVERSES, lowering
+from ..core.registry import COMPLEX, INVERSES, Unfit, lowering
 from ..device import api
 from . import factory, views
 from ._common import contiguous_shape, dim, is_handle
@@ -97,7 +98,6 @@ def view_as_real(x):
           notes="no device op (an integer-stored input is cast): the pair becomes the complex tensor's storage")
 def view_as_complex(x):
     if x.dtype is not torch.float32:  # (half: complex32, which the device does not store; double is refused)
-        from ..core.registry import Unfit
         raise Unfit(f"view_as_complex of {x.dtype} gives {x.dtype.to_complex()}, not stored on ttnn devices")
     if not x.shape or x.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")
@@ -364,6 +364,18 @@ def cat(tensors, d=0):
     pairs = [as_pair(policy.materialize(_complex_arg(x, x.index))) for x in tensors if x.shape.numel()
              or len(x.shape) == n]
     return as_complex(views.cat(pairs, dim(d, n)))
+
+
+@lowering(aten.constant_pad_nd.default, ttnn=["full", "concat", "slice"], complex=True,
+          notes="the pair padded (its dimension of 2 not): zeros only (torch.fft's n= / s= longer than the input)")
+def constant_pad_nd(x, pad, value=0):
+    from .padding import constant_pad_nd as real_pad
+    if value != 0:
+        raise Unfit(f"complex padding value {value} (the pair's two parts would both take it)")
+    if len(pad) % 2 or len(pad) // 2 > len(x.shape):
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the input's dimensions "
+                           f"({len(x.shape)}), but got {len(pad)}")
+    return as_complex(real_pad(as_pair(policy.materialize(x)), [0, 0, *pad], 0.0))
 
 
 @lowering(aten.stack.default, ttnn=["reshape", "concat"], complex=True)

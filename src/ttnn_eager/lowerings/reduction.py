@@ -1,5 +1,5 @@
-"""Reductions: all/any (mask checks), sum, mean, amax, cumsum; counting (histc, bincount); logsumexp, var/std and
-var_mean/std_mean."""
+"""Reductions: all/any (mask checks), equal, sum, mean, amax, cumsum; counting (histc, bincount); logsumexp,
+var/std and var_mean/std_mean."""
 from __future__ import annotations
 
 import builtins
@@ -9,7 +9,7 @@ import torch
 
 from ..core import capture
 from ..core import layout as policy
-from ..core.layout import TILE, TILE_FLOAT
+from ..core.layout import PROMOTE, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import dim
@@ -95,6 +95,19 @@ def is_all_true(x):
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, ttnn=["ne", "max"], needs=TILE)
 def any(x, d=None, keepdim=False):
     return _all_or_any(x, d, keepdim, want_all=False)
+
+
+@lowering(aten.equal.default, ttnn=["eq", "min", "to_torch"], needs=PROMOTE,
+          notes="all(a == b) on the device, then its one value read (PyTorch's result is a Python bool: a host "
+                "sync either way); shapes must be equal (no broadcast), dtypes promote")
+def equal(a, b):
+    from .elementwise import binary
+    from .factory import local_scalar_dense
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    if not a.shape.numel():
+        return True
+    return bool(local_scalar_dense(_all_or_any(binary("eq", a, b, torch.bool), None, False, want_all=True)))
 
 
 @lowering(aten.sum.default, aten.sum.dim_IntList, ttnn=["sum"], needs=TILE)

@@ -2,9 +2,10 @@
 
 Which OpInfos: every entry of `torch.testing._internal.common_methods_invocations.op_db` whose op, run on
 its first float32 sample on the CPU, reaches only aten ops that have a lowering here (recorded with a
-TorchDispatchMode) -- so the sample runs on the device, not on the CPU fallback -- or whose own aten op
-(`aten_name`: matmul, whose 1-D samples become aten.dot) has a lowering. The selection follows the registry:
-a new lowering brings its OpInfos in.
+TorchDispatchMode; a lowering for complex tensors counts: torch.fft.irfft of a float32 input reaches
+_to_copy to complex64 and _fft_c2r) -- so the sample runs on the device, not on the CPU fallback -- or whose
+own aten op (`aten_name`: matmul, whose 1-D samples become aten.dot) has a lowering. The selection follows the
+registry: a new lowering brings its OpInfos in.
 
 Each selected OpInfo runs its first `CAP` samples in float32, one integer dtype and bool (those the OpInfo
 supports on the CPU), on the CPU and on `ttnn:0`, and the results are compared:
@@ -114,9 +115,12 @@ def select() -> list:
 
     from torch.testing._internal.common_methods_invocations import op_db
 
+    from ..core.registry import COMPLEX
     from ..lowerings import REGISTRY
     from ..device.runtime import cache_dir
-    key = hashlib.sha1(" ".join([torch.__version__, *sorted(map(str, REGISTRY))]).encode()).hexdigest()[:16]
+    lowered = {**COMPLEX, **REGISTRY}  # (an op lowered both ways: its real lowering)
+    key = hashlib.sha1(" ".join([torch.__version__, *sorted(map(str, REGISTRY)),
+                                 *sorted(f"complex:{op}" for op in COMPLEX)]).encode()).hexdigest()[:16]
     path = os.path.join(cache_dir(), f"opinfo-selection-{key}.json")
     try:
         with open(path) as f:
@@ -124,7 +128,7 @@ def select() -> list:
         return [(op, names[full_name(op)]) for op in op_db if full_name(op) in names]
     except (OSError, ValueError, KeyError):
         pass
-    chosen = _scan(op_db, REGISTRY)
+    chosen = _scan(op_db, lowered)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + f".tmp{os.getpid()}", "w") as f:
         json.dump([(full_name(op), family) for op, family in chosen], f)
@@ -142,8 +146,9 @@ def _scan(op_db, REGISTRY) -> list:
     return chosen
 
 
-_FAMILY_ORDER = ("matmul", "normalization", "reduction", "indexing", "embedding", "attention", "elementwise",
-                 "factory", "views")  # an OpInfo reaching several families counts in the first (others: by name)
+# an OpInfo reaching several families counts in the first (others: by name)
+_FAMILY_ORDER = ("fft", "matmul", "normalization", "reduction", "indexing", "embedding", "attention",
+                 "elementwise", "factory", "views")
 
 
 def _choose(op, REGISTRY, chosen: list) -> None:
