@@ -493,6 +493,9 @@ def _has_empty(args) -> bool:
 _TAKES_EMPTY = (aten.cat.default, aten.new_empty.default, aten.new_empty_strided.default, aten.new_zeros.default,
                 aten.new_ones.default, aten.new_full.default, aten.empty_like.default, aten.zeros_like.default,
                 aten.ones_like.default, aten.full_like.default)
+# lowered ops whose meta kernels skip PyTorch's argument checks (grid_sampler_2d: "expected input to have
+# non-empty spatial dimensions"): with a zero-size argument they run on the CPU, where the check is
+_CHECKED_ON_CPU = (aten.grid_sampler_2d.default,)
 _META, _CPU = torch.device("meta"), torch.device("cpu")
 
 
@@ -526,7 +529,7 @@ def _zero_size(entry, func, args, kwargs):
     try:
         out = func(*tree_map(functools.partial(_on, _META), args), **tree_map(functools.partial(_on, _META), kwargs))
         outs = out if isinstance(out, (list, tuple)) else (out,)
-        on_cpu = any(isinstance(o, torch.Tensor) and o.numel() for o in outs)
+        on_cpu = func in _CHECKED_ON_CPU or any(isinstance(o, torch.Tensor) and o.numel() for o in outs)
     except Exception:  # noqa: BLE001
         on_cpu = True
     if on_cpu:

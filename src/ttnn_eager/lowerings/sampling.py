@@ -1,0 +1,135 @@
+"""Sampling at computed points: grid_sampler_2d (F.grid_sample; deformable attention of RT-DETR, D-FINE,
+DEIMv2, PP-DocLayout).
+
+The sampling positions decide which input elements are read, so they are computed in float32 on the device
+(policy.to_float32 of the grid): in bfloat16 a position of an 80-pixel-wide level is off by up to a quarter
+pixel, and PyTorch's own decomposition run in bfloat16 lands 5% away from the CPU. As PyTorch's CPU kernel
+(GridSamplerKernel.cpp) computes, per axis of size S:
+
+    unnormalize   (g + 1) * (S - 1) / 2  (align_corners)   (g + 1) * S / 2 - 0.5  (otherwise)
+    padding       zeros: as it is; border: clamped to [0, S - 1]; reflection: folded back into the span
+                  (|x| mod 2*span by a floor of the quotient, min(extra, 2*span - extra)), then clamped
+    bilinear      x0 = floor(x), weights e = 1 - (x - x0) and w = x - x0 of columns x0 and x0 + 1
+    nearest       round(x), halves to even (std::nearbyint)
+
+The corners are then read by one ttnn.embedding each: the input channels-last as a table of N*H*W rows of C
+([N, C, H, W] -> [N, H, W, C] -> [N*H*W, C]), the row of corner (n, y, x) being n*H*W + y*W + x, computed in
+float32 (exact below 2**24, else Unfit) and cast to uint32. A corner outside the input (zeros padding, or the
+x0 + 1 beside a position clamped to S - 1) reads row 0 with weight 0 (its weight times 0: a NaN position of
+zeros padding gives NaN, as on the CPU; border and reflection clamp NaN to 0, as the CPU's vectorized kernel).
+The gathered bfloat16 rows are weighted and summed in float32 and rounded once to the input's storage:
+[N*Ho*Wo, C] -> [N, C, Ho, Wo]. Against float32 PyTorch on bfloat16-exact inputs the result is within one
+bfloat16 rounding; with float32 storage it is float32 PyTorch (tests/test_breadth.py).
+
+Refused (Unfit: the counted CPU fallback): bicubic (interpolation_mode 2), inputs of 2**24 or more positions
+(N*H*W: the row numbers would not be exact in float32), and grids whose working set would pass WORKING_BYTES
+(each [N, Ho*Wo, 1] float32 column is padded to 32 wide in TILE: 128 bytes per sampled point, ~16 of them
+live, plus the gathered rows). Empty tensors never reach the lowering (the dispatcher's zero-size path; it
+runs grid_sampler_2d's argument checks on the CPU, whose meta kernel has none).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..core import layout as policy
+from ..core.layout import TILE_FLOAT
+from ..core.registry import Unfit, lowering
+from ..device import api
+from .embedding import lookup
+from .views import permute_handle, reshape, slice_handle
+
+aten = torch.ops.aten
+
+EXACT_FLOAT32 = 2 ** 24  # row numbers up to this are exact in float32
+WORKING_BYTES = 2 << 30  # device memory one call may hold at once (see the module docstring)
+_FLOAT = {"dtype": api.FLOAT32}  # comparisons as float32 0/1
+
+
+def _run(op, *args, **kwargs):
+    return api.run(op, *args, out_dtype=torch.float32, **kwargs)
+
+
+def _reflect(x, size: int, align_corners: bool):
+    """PyTorch's reflect_coordinates (vectorized CPU form): x folded into [0, span] (align_corners: span =
+    size - 1) or [-0.5, size - 0.5]."""
+    twice = 2 * (size - 1) if align_corners else 2 * size
+    if twice == 0:
+        return _run("multiply", x, 0.0)
+    a = _run("abs", x if align_corners else _run("add", x, 0.5))
+    flips = _run("floor", _run("divide", a, float(twice)))
+    extra = _run("subtract", a, _run("multiply", flips, float(twice)))
+    out = _run("minimum", extra, _run("rsub", extra, float(twice)))
+    return out if align_corners else _run("subtract", out, 0.5)
+
+
+def _source(g, size: int, padding_mode: int, align_corners: bool):
+    """The float32 source position along an axis of `size` of the normalized coordinates g (float32)."""
+    if align_corners:
+        x = _run("multiply", _run("add", g, 1.0), (size - 1) / 2)
+    else:
+        x = _run("subtract", _run("multiply", _run("add", g, 1.0), size / 2), 0.5)
+    if padding_mode == 2:
+        x = _reflect(x, size, align_corners)
+    if padding_mode in (1, 2):  # (a NaN position clamps to 0, as the CPU's vectorized max(x, 0) does)
+        x = _run("clamp", _run("where", _run("isnan", x), 0.0, x), min=0.0, max=float(size - 1))
+    return x
+
+
+def _inside(x, low: float, high: float):
+    """1.0 where low <= x <= high (NaN: 0.0), float32."""
+    return _run("multiply", _run("ge", x, low, **_FLOAT), _run("le", x, high, **_FLOAT))
+
+
+@lowering(aten.grid_sampler_2d.default,
+          ttnn=["typecast", "slice", "arange", "add", "subtract", "rsub", "multiply", "floor", "round", "abs", "divide",
+                "minimum", "isnan", "clamp", "ge", "le", "where", "permute", "reshape", "embedding"],
+          needs={"input": TILE_FLOAT, "grid": TILE_FLOAT},
+          notes="bilinear and nearest, padding zeros/border/reflection, align_corners either way: positions and "
+                "weights in float32, each corner one ttnn.embedding of the channels-last input; bicubic, "
+                "inputs of 2**24+ positions and working sets beyond 2 GiB Unfit")
+def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
+    if interpolation_mode not in (0, 1) or padding_mode not in (0, 1, 2):
+        raise Unfit(f"grid_sampler_2d: interpolation_mode {interpolation_mode}, padding_mode {padding_mode} "
+                    "(bilinear and nearest; zeros, border and reflection)")
+    if len(x.shape) != 4 or len(grid.shape) != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
+        raise Unfit(f"grid_sampler_2d: input {list(x.shape)} and grid {list(grid.shape)}")
+    n, c, h, w = x.shape
+    _, ho, wo, _ = grid.shape
+    m = n * ho * wo
+    if not (m and c and h and w):
+        raise Unfit("grid_sampler_2d of an empty tensor")
+    if n * h * w >= EXACT_FLOAT32:
+        raise Unfit(f"grid_sampler_2d: {n * h * w} input positions (row numbers exact in float32 below 2**24)")
+    if m * (16 * 32 + 3 * -(-c // 32) * 32) * 4 > WORKING_BYTES:
+        raise Unfit(f"grid_sampler_2d: {m} sampled points of {c} channels (working set beyond {WORKING_BYTES} B)")
+    g = reshape(policy.to_float32(grid), (n, ho * wo, 2))
+    gx = _source(slice_handle(g, 2, 0, 1), w, padding_mode, align_corners)  # [N, Ho*Wo, 1] each
+    gy = _source(slice_handle(g, 2, 1, 2), h, padding_mode, align_corners)
+    base = api.create("arange", (0, n * h * w, h * w), api.FLOAT32, api.TILE, x.index, torch.float32)
+    base = reshape(base, (n, 1, 1))
+
+    if interpolation_mode == 1:  # nearest
+        xs, ys = _run("round", gx), _run("round", gy)
+        corners = [(0, 0, None)]
+    else:
+        xs, ys = _run("floor", gx), _run("floor", gy)
+        we = _run("subtract", gx, xs)   # toward column x0 + 1
+        ww = _run("rsub", we, 1.0)      # toward column x0
+        ws = _run("subtract", gy, ys)   # toward row y0 + 1
+        wn = _run("rsub", ws, 1.0)      # toward row y0
+        corners = [(0, 0, _run("multiply", wn, ww)), (1, 0, _run("multiply", wn, we)),
+                   (0, 1, _run("multiply", ws, ww)), (1, 1, _run("multiply", ws, we))]
+    table = reshape(permute_handle(x, (0, 2, 3, 1)), (n * h * w, c))
+    first = _run("add", _run("add", _run("multiply", ys, float(w)), xs), base)  # row of (x0, y0)
+    out = None
+    for dx, dy, weight in corners:
+        inside = _run("multiply", _inside(xs, -dx, w - 1 - dx), _inside(ys, -dy, h - 1 - dy))
+        row = _run("add", first, float(dy * w + dx)) if dx or dy else first
+        ids = policy.as_integer(reshape(_run("where", inside, row, 0.0), (1, m)), api.UINT32)
+        ids.bounds = (0, n * h * w - 1, False)
+        rows = reshape(policy.to_float32(lookup(table, ids, x.dtype, tile_table=True)), (m, c))
+        weight = inside if weight is None else _run("multiply", weight, inside)  # (NaN stays NaN, as on the CPU)
+        term = _run("multiply", rows, reshape(weight, (m, 1)))
+        out = term if out is None else _run("add", out, term)
+    out = policy.stored(api.Handle(out.tt, out.shadow, x.dtype, out.shape, out.index))
+    return reshape(permute_handle(reshape(out, (n, ho * wo, c)), (0, 2, 1)), (n, c, ho, wo))
