@@ -71,6 +71,22 @@ def _grid_samples(x, g):
                  for p in ("zeros", "border", "reflection") for a in (False, True))
 
 
+def _roi_align(x, boxes, *args):
+    """torchvision.ops.roi_align (imported here: torchvision is slow to import)."""
+    import torchvision
+    return torchvision.ops.roi_align(x, boxes, *args)
+
+
+def _boxes(k, width, height, batch=2, seed=0):
+    """k boxes [batch index, x1, y1, x2, y2] in a 4x larger image (spatial_scale 0.25), some beyond it, exact in
+    bfloat16."""
+    g = torch.Generator().manual_seed(seed)
+    xy = torch.rand(k, 2, generator=g) * torch.tensor([width, height]) * 4.4 - 8
+    wh = torch.rand(k, 2, generator=g) * torch.tensor([width, height]) * 2
+    b = torch.randint(0, batch, (k, 1), generator=g).float()
+    return torch.cat([b, xy, xy + wh], 1).to(torch.bfloat16).float()
+
+
 CASES = {
     # deformable attention (RT-DETR, D-FINE, PP-DocLayout): the H*W of its levels
     "prod_levels": (lambda s, a: (s.prod(1), s.prod(0, keepdim=True), a.prod(-1), (a > 0).prod(0)),
@@ -132,6 +148,10 @@ CASES = {
                                     (bf(3, 2, 5, 1), _grid(3, 4, 1, 2, seed=2, spread=3.0))]),
     "deformable_attention": (_deformable, [(bf(2, 100, 2, 32), _grid(2, 7, 2, 2, 4, 2, seed=3) / 2 + 0.5,
                                             torch.rand(2, 7, 2, 2, 4).to(torch.bfloat16).float())]),
+    # torchvision's roi_align (R-CNN box, mask and keypoint heads): a library op lowered by name
+    "roi_align": (lambda x, b: (_roi_align(x, b, 7, 0.25, 2, False), _roi_align(x, b, (14, 5), 0.25, 2, True),
+                                _roi_align(x, b, 3, 0.5, 1, False), _roi_align(x, [b[:4, 1:], b[4:, 1:]], 4, 0.25, 3)),
+                  [(bf(2, 16, 25, 34), _boxes(30, 34, 25))]),
     "upsample_nearest_sizes": (lambda a: (F.interpolate(a, size=(12, 15)), F.interpolate(a, size=(5, 4)),
                                           F.interpolate(a, scale_factor=1.7), F.interpolate(a[:, :, 0], size=13)),
                                [(bf(2, 3, 7, 10),)]),
@@ -436,3 +456,37 @@ def test_grid_sample_refusals_fall_back_counted():
     assert torch.allclose(out.cpu(), F.grid_sample(x, g, mode="bicubic", align_corners=False), atol=0.03)
     flipped = F.grid_sample(x.to(DEV), g.flip(-1).to(DEV), align_corners=False).cpu()  # x and y swapped
     assert (flipped - F.grid_sample(x, g, align_corners=False)).abs().max() > 0.5
+
+
+@FEW
+@given(c=st.sampled_from([1, 3, 32, 40]), h=st.integers(1, 30), w=st.integers(1, 30), k=st.integers(1, 12),
+       pooled=st.integers(1, 8), ratio=st.integers(1, 3), aligned=st.booleans(), data=st.data())
+def test_roi_align(c, h, w, k, pooled, ratio, aligned, data):
+    x = values((2, c, h, w), data.draw)
+    check(lambda a, b: _roi_align(a, b, pooled, 0.25, ratio, aligned), x, _boxes(k, w, h, seed=data.draw(st.integers(0, 99))))
+
+
+def test_roi_align_runs_on_the_device_as_torchvisions_poolers_call_it():
+    """MultiScaleRoIAlign (Faster R-CNN's box head: 7x7 bins, 2x2 samples, boxes mapped to two FPN levels) on
+    the device with no fallback, against float32 torchvision on the CPU as numbers; an adaptive sampling
+    ratio (0: per box, from its size) is refused and runs on the counted CPU fallback; the late lowering is
+    made the first time the op is dispatched and stays out of REGISTRY."""
+    import torchvision
+    from ttnn_eager.core import registry
+    feats = {"0": bf(2, 32, 32, 40), "1": bf(2, 32, 16, 20, seed=1)}
+    boxes = [_boxes(40, 40, 32, batch=1, seed=s)[:, 1:].abs() for s in (2, 3)]
+    pool = torchvision.ops.MultiScaleRoIAlign(["0", "1"], 7, 2)
+    ref = pool(feats, boxes, [(128, 160)] * 2)
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict():
+        out = pool({k: v.to(DEV) for k, v in feats.items()}, [b.to(DEV) for b in boxes], [(128, 160)] * 2).cpu()
+    assert _pearson(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.01 * ref.abs().max(), _pearson(out, ref)
+    op = torch.ops.torchvision.roi_align.default
+    assert registry.late_entry(op).fn.__name__ == "roi_align" and op not in registry.REGISTRY
+    x, b = bf(2, 8, 12, 15), _boxes(5, 15, 12)
+    ttnn_eager.reset_stats()
+    out = torchvision.ops.roi_align(x.to(DEV), b.to(DEV), 4, 0.25, 0)
+    assert ttnn_eager.stats()["fallbacks"] == 1
+    assert torch.allclose(out.cpu(), torchvision.ops.roi_align(x, b, 4, 0.25, 0), atol=0.03)
+    wrong = torchvision.ops.roi_align(x.to(DEV), b[:, [0, 2, 1, 4, 3]].to(DEV), 4, 0.25, 2).cpu()  # x and y swapped
+    assert (wrong - torchvision.ops.roi_align(x, b, 4, 0.25, 2)).abs().max() > 0.3

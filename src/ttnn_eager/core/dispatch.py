@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_map
 from .. import config, counters
 from ..device import api, runtime
 from . import capture, decompositions, layout
-from .registry import BY_ID, COMPLEX_BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, scatter_into
+from .registry import BY_ID, COMPLEX_BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, late_entry, scatter_into
 from .registry import output_aliases as _aliases
 from . import tensor as _tensor
 from .tensor import add_view, handle_of, maybe_handle, new_tensor
@@ -392,7 +392,9 @@ def dispatch(func, args, kwargs):
 def _dispatch(func, args, kwargs):
     entry = BY_ID.get(id(func))
     if entry is None:
-        return _unlowered(func, args, kwargs)
+        entry = late_entry(func)  # (a library's op: torchvision::roi_align)
+        if entry is None:
+            return _unlowered(func, args, kwargs)
     counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty

@@ -33,7 +33,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import TILE_FLOAT
-from ..core.registry import Unfit, lowering
+from ..core.registry import Unfit, late_lowering, lowering
 from ..device import api
 from .embedding import lookup
 from .views import permute_handle, reshape, slice_handle
@@ -73,6 +73,30 @@ def _source(g, size: int, padding_mode: int, align_corners: bool):
     if padding_mode in (1, 2):  # (a NaN position clamps to 0, as the CPU's vectorized max(x, 0) does)
         x = _run("clamp", _run("where", _run("isnan", x), 0.0, x), min=0.0, max=float(size - 1))
     return x
+
+
+def _table(x):
+    """The input [N, C, H, W] as a table of N*H*W rows of C (channels-last): row n*H*W + y*W + x."""
+    n, c, h, w = x.shape
+    return reshape(permute_handle(x, (0, 2, 3, 1)), (n * h * w, c))
+
+
+def _accumulate(out, table, row, weight, dtype):
+    """out + weight * table[row] in float32, [m, C]: row and weight (float32, m elements in one shape; every row
+    in range) give one ttnn.embedding of the table's bfloat16 rows (three of a float32 table)."""
+    m, c = row.shape.numel(), table.shape[1]
+    ids = policy.as_integer(reshape(row, (1, m)), api.UINT32)
+    ids.bounds = (0, table.shape[0] - 1, False)
+    rows = reshape(policy.to_float32(lookup(table, ids, dtype, tile_table=True)), (m, c))
+    term = _run("multiply", rows, reshape(weight, (m, 1)))
+    return term if out is None else _run("add", out, term)
+
+
+def _channels_first(out, dtype, shape):
+    """The float32 rows [N*Ho*Wo, C] as the result [N, C, Ho, Wo] in the storage of torch dtype `dtype`."""
+    n, c, ho, wo = shape
+    out = policy.stored(api.Handle(out.tt, out.shadow, dtype, out.shape, out.index))
+    return reshape(permute_handle(reshape(out, (n, ho * wo, c)), (0, 2, 1)), shape)
 
 
 def _inside(x, low: float, high: float):
@@ -119,17 +143,95 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
         wn = _run("rsub", ws, 1.0)      # toward row y0
         corners = [(0, 0, _run("multiply", wn, ww)), (1, 0, _run("multiply", wn, we)),
                    (0, 1, _run("multiply", ws, ww)), (1, 1, _run("multiply", ws, we))]
-    table = reshape(permute_handle(x, (0, 2, 3, 1)), (n * h * w, c))
+    table = _table(x)
     first = _run("add", _run("add", _run("multiply", ys, float(w)), xs), base)  # row of (x0, y0)
     out = None
     for dx, dy, weight in corners:
         inside = _run("multiply", _inside(xs, -dx, w - 1 - dx), _inside(ys, -dy, h - 1 - dy))
         row = _run("add", first, float(dy * w + dx)) if dx or dy else first
-        ids = policy.as_integer(reshape(_run("where", inside, row, 0.0), (1, m)), api.UINT32)
-        ids.bounds = (0, n * h * w - 1, False)
-        rows = reshape(policy.to_float32(lookup(table, ids, x.dtype, tile_table=True)), (m, c))
         weight = inside if weight is None else _run("multiply", weight, inside)  # (NaN stays NaN, as on the CPU)
-        term = _run("multiply", rows, reshape(weight, (m, 1)))
-        out = term if out is None else _run("add", out, term)
-    out = policy.stored(api.Handle(out.tt, out.shadow, x.dtype, out.shape, out.index))
-    return reshape(permute_handle(reshape(out, (n, ho * wo, c)), (0, 2, 1)), (n, c, ho, wo))
+        out = _accumulate(out, table, _run("where", inside, row, 0.0), weight, x.dtype)
+    return _channels_first(out, x.dtype, (n, c, ho, wo))
+
+
+# ----------------------------------------------------------------------------------------------- roi_align
+# torchvision.ops.roi_align (Faster/Mask/Keypoint R-CNN's MultiScaleRoIAlign): each box's pooled_height x
+# pooled_width bins, each the mean of sampling_ratio x sampling_ratio bilinear samples, as torchvision's CPU
+# kernel (roi_align_kernel.cpp) computes them, in float32 from the boxes:
+#     start = box * spatial_scale - (0.5 if aligned), size = end - start (at least 1 unless aligned),
+#     bin = size / pooled, sample (p, i) at start + p * bin + (i + 0.5) * bin / ratio
+#     a sample outside [-1, S] reads 0; else clamped to [0, S - 1], low = floor, high = min(low + 1, S - 1)
+# Per sample offset (i, j) the positions of all boxes and bins are [K, ph, 1] (rows) and [K, 1, pw] (columns),
+# broadcast to [K, ph, pw]; each of the 4 corners is one ttnn.embedding of the channels-last input, at row
+# batch * H*W + y*W + x (the batch index is the box's first column), and the weighted rows (weights over the
+# sample count) are summed in float32 over all ratio**2 * 4 reads, then rounded once.
+# sampling_ratio <= 0 (adaptive: ceil(size / pooled) samples per bin, a number per box read from its values) is
+# refused (Unfit: the counted CPU fallback); torchvision's detection models pass 2.
+
+def _roi_axis(p, size: int, scale: float):
+    """Along an axis of `size`: (row offset of the low and high sample, their weights) of positions p, the
+    weights 0 outside [-1, size] and times `scale` (1 / samples per bin)."""
+    inside = _inside(p, -1.0, float(size))
+    p = _run("clamp", p, min=0.0, max=float(size - 1))
+    low = _run("floor", p)
+    high = _run("clamp", _run("add", low, 1.0), max=float(size - 1))
+    toward_high = _run("multiply", _run("subtract", p, low), inside)
+    toward_low = _run("subtract", inside, toward_high)
+    if scale != 1.0:
+        toward_high, toward_low = _run("multiply", toward_high, scale), _run("multiply", toward_low, scale)
+    return (low, toward_low), (high, toward_high)
+
+
+@late_lowering("torchvision::roi_align.default",
+               ttnn=["typecast", "slice", "reshape", "arange", "multiply", "subtract", "add", "divide", "clamp",
+                     "floor", "ge", "le", "permute", "embedding"],
+               needs={"input": TILE_FLOAT, "rois": TILE_FLOAT},
+               notes="positions and weights in float32 from the boxes; each sample's 4 corners one ttnn.embedding "
+                     "of the channels-last input, summed in float32; adaptive sampling_ratio (<= 0) Unfit")
+def roi_align(x, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    if sampling_ratio <= 0:
+        raise Unfit(f"roi_align: sampling_ratio {sampling_ratio} (adaptive: samples per bin from each box's size)")
+    if len(x.shape) != 4 or len(rois.shape) != 2 or rois.shape[1] != 5:
+        raise Unfit(f"roi_align: input {list(x.shape)} and boxes {list(rois.shape)}")
+    n, c, h, w = x.shape
+    k, ph, pw = rois.shape[0], pooled_height, pooled_width
+    m = k * ph * pw
+    if n * h * w >= EXACT_FLOAT32:
+        raise Unfit(f"roi_align: {n * h * w} input positions (row numbers exact in float32 below 2**24)")
+    if m * (16 * 32 + 3 * -(-c // 32) * 32) * 4 > WORKING_BYTES:
+        raise Unfit(f"roi_align: {m} bins of {c} channels (working set beyond {WORKING_BYTES} B)")
+    boxes = policy.to_float32(rois)
+
+    def column(j, shape):
+        return reshape(slice_handle(boxes, 1, j, j + 1), shape)
+
+    offset = 0.5 if aligned else 0.0
+    axes = []
+    for lo, hi, pooled, shape in ((2, 4, ph, (k, 1, 1)), (1, 3, pw, (k, 1, 1))):
+        start = _run("subtract", _run("multiply", column(lo, shape), float(spatial_scale)), offset)
+        extent = _run("subtract", _run("subtract", _run("multiply", column(hi, shape), float(spatial_scale)), offset),
+                      start)
+        if not aligned:
+            extent = _run("clamp", extent, min=1.0)
+        step = _run("divide", extent, float(pooled))
+        bins = api.create("arange", (0, pooled, 1), api.FLOAT32, api.TILE, x.index, torch.float32)
+        axes.append((_run("add", start, _run("multiply", step, bins)), step))  # [K, 1, pooled]: each bin's start
+    (y_bins, y_step), (x_bins, x_step) = axes
+    y_bins = reshape(y_bins, (k, ph, 1))
+    base = _run("multiply", column(0, (k, 1, 1)), float(h * w))
+    scale = 1.0 / (sampling_ratio * sampling_ratio)
+    columns = []
+    for j in range(sampling_ratio):
+        xs = _run("add", x_bins, _run("multiply", x_step, (j + 0.5) / sampling_ratio))
+        columns.append(_roi_axis(xs, w, 1.0))
+    table = _table(x)
+    out = None
+    for i in range(sampling_ratio):
+        ys = _run("add", y_bins, _run("multiply", y_step, (i + 0.5) / sampling_ratio))
+        for y_row, y_weight in _roi_axis(ys, h, scale):
+            y_row = _run("add", _run("multiply", y_row, float(w)), base)  # [K, ph, 1]
+            for x_axis in columns:
+                for x_col, x_weight in x_axis:
+                    out = _accumulate(out, table, _run("add", y_row, x_col), _run("multiply", y_weight, x_weight),
+                                      x.dtype)
+    return _channels_first(out, x.dtype, (k, c, ph, pw))
