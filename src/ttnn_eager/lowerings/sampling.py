@@ -1,5 +1,5 @@
 """Sampling at computed points: grid_sampler_2d (F.grid_sample; deformable attention of RT-DETR, D-FINE,
-DEIMv2, PP-DocLayout).
+DEIMv2, PP-DocLayout), and torchvision's roi_align (the R-CNN heads; a late lowering, see its section below).
 
 The sampling positions decide which input elements are read, so they are computed in float32 on the device
 (policy.to_float32 of the grid): in bfloat16 a position of an 80-pixel-wide level is off by up to a quarter
