@@ -75,6 +75,24 @@ def _source(g, size: int, padding_mode: int, align_corners: bool):
     return x
 
 
+def _taps(p, size: int, interpolation_mode: int) -> list:
+    """The samples of positions p along an axis of `size`: [(position, weight)], bilinear's x0 = floor(p) and
+    x0 + 1 (weights x0 + 1 - p and p - x0) or nearest's round(p) (weight 1). A position outside [0, size - 1]
+    is 0 with weight 0 (its weight times 0: NaN stays NaN, as on the CPU)."""
+    if interpolation_mode == 1:
+        near = _run("round", p)
+        inside = _inside(near, 0.0, float(size - 1))
+        return [(_run("where", inside, near, 0.0), inside)]
+    low = _run("floor", p)
+    toward_high = _run("subtract", p, low)
+    taps = []
+    for step, weight in ((0, _run("rsub", toward_high, 1.0)), (1, toward_high)):
+        inside = _inside(low, -step, float(size - 1 - step))
+        position = _run("add", low, float(step)) if step else low
+        taps.append((_run("where", inside, position, 0.0), _run("multiply", weight, inside)))
+    return taps
+
+
 def _table(x):
     """The input [N, C, H, W] as a table of N*H*W rows of C (channels-last): row n*H*W + y*W + x."""
     n, c, h, w = x.shape
@@ -132,25 +150,14 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
     base = api.create("arange", (0, n * h * w, h * w), api.FLOAT32, api.TILE, x.index, torch.float32)
     base = reshape(base, (n, 1, 1))
 
-    if interpolation_mode == 1:  # nearest
-        xs, ys = _run("round", gx), _run("round", gy)
-        corners = [(0, 0, None)]
-    else:
-        xs, ys = _run("floor", gx), _run("floor", gy)
-        we = _run("subtract", gx, xs)   # toward column x0 + 1
-        ww = _run("rsub", we, 1.0)      # toward column x0
-        ws = _run("subtract", gy, ys)   # toward row y0 + 1
-        wn = _run("rsub", ws, 1.0)      # toward row y0
-        corners = [(0, 0, _run("multiply", wn, ww)), (1, 0, _run("multiply", wn, we)),
-                   (0, 1, _run("multiply", ws, ww)), (1, 1, _run("multiply", ws, we))]
+    x_taps, y_taps = (_taps(gx, w, interpolation_mode), _taps(gy, h, interpolation_mode))
+    y_taps = [(_run("add", _run("multiply", y, float(w)), base), weight) for y, weight in y_taps]  # row offsets
     table = _table(x)
-    first = _run("add", _run("add", _run("multiply", ys, float(w)), xs), base)  # row of (x0, y0)
     out = None
-    for dx, dy, weight in corners:
-        inside = _run("multiply", _inside(xs, -dx, w - 1 - dx), _inside(ys, -dy, h - 1 - dy))
-        row = _run("add", first, float(dy * w + dx)) if dx or dy else first
-        weight = inside if weight is None else _run("multiply", weight, inside)  # (NaN stays NaN, as on the CPU)
-        out = _accumulate(out, table, _run("where", inside, row, 0.0), weight, x.dtype)
+    for y_row, y_weight in y_taps:
+        for x_col, x_weight in x_taps:
+            weight = x_weight if y_weight is None else _run("multiply", y_weight, x_weight)
+            out = _accumulate(out, table, _run("add", y_row, x_col), weight, x.dtype)
     return _channels_first(out, x.dtype, (n, c, ho, wo))
 
 
