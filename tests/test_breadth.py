@@ -43,6 +43,50 @@ def _chunk(h: torch.Tensor, w: int) -> torch.Tensor:
     return h.as_strided(size=size, stride=stride)
 
 
+def _deformable(value, locations, weights, shapes=((8, 10), (4, 5))):
+    """transformers' multi_scale_deformable_attention (RT-DETR, D-FINE, DEIMv2, PP-DocLayout): each level's
+    values sampled at 2 * locations - 1 by grid_sample (bilinear, zeros, align_corners=False), weighted, summed."""
+    b, _, heads, d = value.shape
+    _, q, _, levels, points, _ = locations.shape
+    values = value.split([h * w for h, w in shapes], dim=1)
+    grids = 2 * locations - 1
+    samples = []
+    for level, (h, w) in enumerate(shapes):
+        v = values[level].flatten(2).transpose(1, 2).reshape(b * heads, d, h, w)
+        g = grids[:, :, :, level].transpose(1, 2).flatten(0, 1)
+        samples.append(F.grid_sample(v, g, mode="bilinear", padding_mode="zeros", align_corners=False))
+    weights = weights.transpose(1, 2).reshape(b * heads, 1, q, levels * points)
+    out = (torch.stack(samples, dim=-2).flatten(-2) * weights).sum(-1).view(b, heads * d, q)
+    return out.transpose(1, 2).contiguous()
+
+
+def _grid(*shape, seed=0, spread=1.2):
+    """Sampling positions in [-spread, spread] (beyond [-1, 1]: outside the input), exact in bfloat16."""
+    g = torch.Generator().manual_seed(seed)
+    return ((torch.rand(*shape, generator=g) * 2 - 1) * spread).to(torch.bfloat16).float()
+
+
+def _grid_samples(x, g):
+    return tuple(F.grid_sample(x, g, mode=m, padding_mode=p, align_corners=a) for m in ("bilinear", "nearest")
+                 for p in ("zeros", "border", "reflection") for a in (False, True))
+
+
+def _roi_align(x, boxes, *args):
+    """torchvision.ops.roi_align (imported here: torchvision is slow to import)."""
+    import torchvision
+    return torchvision.ops.roi_align(x, boxes, *args)
+
+
+def _boxes(k, width, height, batch=2, seed=0):
+    """k boxes [batch index, x1, y1, x2, y2] in a 4x larger image (spatial_scale 0.25), some beyond it, exact in
+    bfloat16."""
+    g = torch.Generator().manual_seed(seed)
+    xy = torch.rand(k, 2, generator=g) * torch.tensor([width, height]) * 4.4 - 8
+    wh = torch.rand(k, 2, generator=g) * torch.tensor([width, height]) * 2
+    b = torch.randint(0, batch, (k, 1), generator=g).float()
+    return torch.cat([b, xy, xy + wh], 1).to(torch.bfloat16).float()
+
+
 CASES = {
     # deformable attention (RT-DETR, D-FINE, PP-DocLayout): the H*W of its levels
     "prod_levels": (lambda s, a: (s.prod(1), s.prod(0, keepdim=True), a.prod(-1), (a > 0).prod(0)),
@@ -99,6 +143,15 @@ CASES = {
                           (ints(4, 40, lo=-99, hi=99), ints(4, 33, hi=40), ints(4, 33, lo=-300, hi=300, seed=1))]),
     "segment_extremes": (lambda a, i, s: tuple(a.scatter_reduce(0, i, s, r, include_self=False) for r in ("amax", "amin")),
                          [(torch.zeros(12), ints(30, hi=12, seed=2), bf(30, seed=3))]),
+    # deformable attention's sampling (issue 23): grid_sample, every mode the lowering takes
+    "grid_sample": (_grid_samples, [(bf(2, 3, 7, 10), _grid(2, 5, 6, 2)), (bf(1, 33, 1, 40), _grid(1, 3, 2, 2, seed=1)),
+                                    (bf(3, 2, 5, 1), _grid(3, 4, 1, 2, seed=2, spread=3.0))]),
+    "deformable_attention": (_deformable, [(bf(2, 100, 2, 32), _grid(2, 7, 2, 2, 4, 2, seed=3) / 2 + 0.5,
+                                            torch.rand(2, 7, 2, 2, 4).to(torch.bfloat16).float())]),
+    # torchvision's roi_align (R-CNN box, mask and keypoint heads): a library op lowered by name
+    "roi_align": (lambda x, b: (_roi_align(x, b, 7, 0.25, 2, False), _roi_align(x, b, (14, 5), 0.25, 2, True),
+                                _roi_align(x, b, 3, 0.5, 1, False), _roi_align(x, [b[:4, 1:], b[4:, 1:]], 4, 0.25, 3)),
+                  [(bf(2, 16, 25, 34), _boxes(30, 34, 25))]),
     "upsample_nearest_sizes": (lambda a: (F.interpolate(a, size=(12, 15)), F.interpolate(a, size=(5, 4)),
                                           F.interpolate(a, scale_factor=1.7), F.interpolate(a[:, :, 0], size=13)),
                                [(bf(2, 3, 7, 10),)]),
@@ -355,3 +408,107 @@ def test_masked_select_rot90_and_moments(shape, k, data):
     d = data.draw(st.integers(0, len(shape) - 1))
     if shape[d] > 1:
         check(lambda a: (*torch.var_mean(a, d), *torch.std_mean(a, d, correction=0, keepdim=True)), x, atol=0.05)
+
+
+@covers(aten.grid_sampler_2d.default)
+@FEW
+@given(n=st.integers(1, 3), c=st.sampled_from([1, 3, 32, 40]), h=st.integers(1, 40), w=st.integers(1, 40),
+       ho=st.integers(1, 9), wo=st.integers(1, 9), mode=st.sampled_from(["bilinear", "nearest"]),
+       padding=st.sampled_from(["zeros", "border", "reflection"]), align=st.booleans(), data=st.data())
+def test_grid_sample(n, c, h, w, ho, wo, mode, padding, align, data):
+    x, g = values((n, c, h, w), data.draw), _grid(n, ho, wo, 2, seed=data.draw(st.integers(0, 99)), spread=1.5)
+    check(lambda a, b: F.grid_sample(a, b, mode=mode, padding_mode=padding, align_corners=align), x, g)
+
+
+def _pearson(a, b) -> float:
+    return torch.corrcoef(torch.stack([a.flatten().double(), b.flatten().double()]))[0, 1].item()
+
+
+def test_grid_sample_positions_are_float32():
+    """The sampling positions and weights are computed in float32: with inputs exact in bfloat16 the device is
+    float32 PyTorch on the CPU rounded once to bfloat16 (PyTorch's decomposition in bfloat16 was 5% off);
+    with float32 storage it is float32 PyTorch. On random float32 grids (a quarter of the positions outside
+    the input) it is closer to float32 PyTorch than PyTorch's own bfloat16 kernel is."""
+    x, g = bf(8, 32, 20, 20), _grid(8, 300, 4, 2, seed=4)
+    for mode, padding, align in (("bilinear", "zeros", False), ("bilinear", "reflection", True),
+                                 ("nearest", "border", False)):
+        ref = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+        with ttnn_eager.strict():
+            out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode=padding, align_corners=align).cpu()
+        assert ((out - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all(), (mode, (out - ref).abs().max())
+    x, g = torch.randn(8, 32, 20, 20, generator=torch.Generator().manual_seed(5)), torch.rand(8, 300, 4, 2) * 2.5 - 1.25
+    ref = F.grid_sample(x, g, align_corners=False)
+    cpu_bf16 = F.grid_sample(x.bfloat16(), g.bfloat16(), align_corners=False).float()
+    with ttnn_eager.strict():
+        out = F.grid_sample(x.to(DEV), g.to(DEV), align_corners=False).cpu()
+    assert _pearson(out, ref) >= 0.9995 and _pearson(out, ref) > _pearson(cpu_bf16, ref)
+    assert (out - ref).abs().max() < (cpu_bf16 - ref).abs().max()
+
+
+def test_grid_sample_float32_storage_is_float32_pytorch(restore_config):
+    ttnn_eager.configure(float32_storage="float32")
+    x, g = torch.randn(2, 3, 7, 10), torch.rand(2, 5, 6, 2) * 2.4 - 1.2
+    for mode in ("bilinear", "nearest"):
+        ref = F.grid_sample(x, g, mode=mode, padding_mode="reflection", align_corners=False)
+        with ttnn_eager.strict():
+            out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode="reflection", align_corners=False)
+        assert (out.cpu() - ref).abs().max() <= 1e-5
+
+
+def test_grid_sample_non_finite_positions_as_the_cpu():
+    """NaN positions: NaN under zeros padding (bilinear: its weights), clamped to 0 under border/reflection,
+    as PyTorch's CPU kernel; +-inf and 1e30 positions read nothing (zeros) or the border."""
+    x, g = bf(2, 3, 7, 10), _grid(2, 5, 6, 2, seed=6)
+    g[0, 0, 0, 0], g[0, 0, 1, 1], g[1, 2, 2, 0], g[1, 3, 3] = float("nan"), float("inf"), -float("inf"), 1e30
+    for mode in ("bilinear", "nearest"):
+        for padding in ("zeros", "border", "reflection"):
+            ref = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=False)
+            out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode=padding, align_corners=False).cpu()
+            assert torch.equal(out.isnan(), ref.isnan()), (mode, padding)
+            assert torch.allclose(out, ref, atol=0.02, equal_nan=True), (mode, padding)
+
+
+def test_grid_sample_refusals_fall_back_counted():
+    """bicubic is refused (Unfit): the counted CPU fallback, with PyTorch's values; a grid sample of the wrong
+    rows would be told apart (the accuracy check can fail)."""
+    x, g = bf(2, 3, 7, 10), _grid(2, 5, 6, 2)
+    ttnn_eager.reset_stats()
+    out = F.grid_sample(x.to(DEV), g.to(DEV), mode="bicubic", align_corners=False)
+    assert ttnn_eager.stats()["fallbacks"] == 1
+    assert torch.allclose(out.cpu(), F.grid_sample(x, g, mode="bicubic", align_corners=False), atol=0.03)
+    flipped = F.grid_sample(x.to(DEV), g.flip(-1).to(DEV), align_corners=False).cpu()  # x and y swapped
+    assert (flipped - F.grid_sample(x, g, align_corners=False)).abs().max() > 0.5
+
+
+@FEW
+@given(c=st.sampled_from([1, 3, 32, 40]), h=st.integers(1, 30), w=st.integers(1, 30), k=st.integers(1, 12),
+       pooled=st.integers(1, 8), ratio=st.integers(1, 3), aligned=st.booleans(), data=st.data())
+def test_roi_align(c, h, w, k, pooled, ratio, aligned, data):
+    x = values((2, c, h, w), data.draw)
+    check(lambda a, b: _roi_align(a, b, pooled, 0.25, ratio, aligned), x, _boxes(k, w, h, seed=data.draw(st.integers(0, 99))))
+
+
+def test_roi_align_runs_on_the_device_as_torchvisions_poolers_call_it():
+    """MultiScaleRoIAlign (Faster R-CNN's box head: 7x7 bins, 2x2 samples, boxes mapped to two FPN levels) on
+    the device with no fallback, against float32 torchvision on the CPU as numbers; an adaptive sampling
+    ratio (0: per box, from its size) is refused and runs on the counted CPU fallback; the late lowering is
+    made the first time the op is dispatched and stays out of REGISTRY."""
+    import torchvision
+    from ttnn_eager.core import registry
+    feats = {"0": bf(2, 32, 32, 40), "1": bf(2, 32, 16, 20, seed=1)}
+    boxes = [_boxes(40, 40, 32, batch=1, seed=s)[:, 1:].abs() for s in (2, 3)]
+    pool = torchvision.ops.MultiScaleRoIAlign(["0", "1"], 7, 2)
+    ref = pool(feats, boxes, [(128, 160)] * 2)
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict():
+        out = pool({k: v.to(DEV) for k, v in feats.items()}, [b.to(DEV) for b in boxes], [(128, 160)] * 2).cpu()
+    assert _pearson(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.01 * ref.abs().max(), _pearson(out, ref)
+    op = torch.ops.torchvision.roi_align.default
+    assert registry.late_entry(op).fn.__name__ == "roi_align" and op not in registry.REGISTRY
+    x, b = bf(2, 8, 12, 15), _boxes(5, 15, 12)
+    ttnn_eager.reset_stats()
+    out = torchvision.ops.roi_align(x.to(DEV), b.to(DEV), 4, 0.25, 0)
+    assert ttnn_eager.stats()["fallbacks"] == 1
+    assert torch.allclose(out.cpu(), torchvision.ops.roi_align(x, b, 4, 0.25, 0), atol=0.03)
+    wrong = torchvision.ops.roi_align(x.to(DEV), b[:, [0, 2, 1, 4, 3]].to(DEV), 4, 0.25, 2).cpu()  # x and y swapped
+    assert (wrong - torchvision.ops.roi_align(x, b, 4, 0.25, 2)).abs().max() > 0.3

@@ -416,6 +416,7 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
     "norms2d": lambda x, i: _norms(_image(x)),
     "pads": lambda x, i: _pads(_image(x)),
     "upsample": lambda x, i: _upsample(_image(x)),
+    "grid_sample": lambda x, i: _grid_sample(_image(x)),
     "training": lambda x, i: (aten.native_dropout(x, 0.0, True)[0],
                               aten.select_backward(x, [2, *x.shape], 0, 1),
                               aten.slice_backward(x, [*x.shape[:-1], _last(x.shape) + 2], -1, 1,
@@ -506,6 +507,14 @@ def _upsample(z):
             aten.upsample_bilinear2d(z, [2 * h + 1, 2 * w], False), aten.upsample_bicubic2d(z, [h, 2 * w], True),
             aten.upsample_linear1d(z[0], [2 * w + 1], False), torch.roll(z, 1, -1), torch.roll(z, (2, -1), (2, 3)),
             torch.roll(z, 3), F.unfold(z, 1), F.fold(z.reshape(1, 1, -1), (1, z.numel()), 1) if z.numel() else z)
+
+
+def _grid_sample(z):
+    """z sampled at positions made of its own values (many beyond [-1, 1]), every mode the lowering takes."""
+    g = torch.stack([z[0, 0], -z[0, 0]], -1)[None] if z.numel() else torch.zeros(1, 0, 1, 2, device=z.device)
+    return tuple(F.grid_sample(z, g, mode=m, padding_mode=p, align_corners=a)
+                 for m, p, a in (("bilinear", "zeros", False), ("nearest", "border", True),
+                                 ("bilinear", "reflection", True), ("nearest", "reflection", False)))
 
 
 def _losses(x2, i):

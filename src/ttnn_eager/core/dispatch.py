@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_map
 from .. import config, counters
 from ..device import api, runtime
 from . import capture, decompositions, layout
-from .registry import BY_ID, COMPLEX_BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, scatter_into
+from .registry import BY_ID, COMPLEX_BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, late_entry, scatter_into
 from .registry import output_aliases as _aliases
 from . import tensor as _tensor
 from .tensor import add_view, handle_of, maybe_handle, new_tensor
@@ -392,7 +392,9 @@ def dispatch(func, args, kwargs):
 def _dispatch(func, args, kwargs):
     entry = BY_ID.get(id(func))
     if entry is None:
-        return _unlowered(func, args, kwargs)
+        entry = late_entry(func)  # (a library's op: torchvision::roi_align)
+        if entry is None:
+            return _unlowered(func, args, kwargs)
     counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
@@ -494,6 +496,9 @@ def _has_empty(args) -> bool:
 _TAKES_EMPTY = (aten.cat.default, aten.new_empty.default, aten.new_empty_strided.default, aten.new_zeros.default,
                 aten.new_ones.default, aten.new_full.default, aten.empty_like.default, aten.zeros_like.default,
                 aten.ones_like.default, aten.full_like.default, aten._fft_r2c.default)
+# lowered ops whose meta kernels skip PyTorch's argument checks (grid_sampler_2d: "expected input to have
+# non-empty spatial dimensions"): with a zero-size argument they run on the CPU, where the check is
+_CHECKED_ON_CPU = (aten.grid_sampler_2d.default,)
 _META, _CPU = torch.device("meta"), torch.device("cpu")
 
 
@@ -527,7 +532,7 @@ def _zero_size(entry, func, args, kwargs):
     try:
         out = func(*tree_map(functools.partial(_on, _META), args), **tree_map(functools.partial(_on, _META), kwargs))
         outs = out if isinstance(out, (list, tuple)) else (out,)
-        on_cpu = any(isinstance(o, torch.Tensor) and o.numel() for o in outs)
+        on_cpu = func in _CHECKED_ON_CPU or any(isinstance(o, torch.Tensor) and o.numel() for o in outs)
     except Exception:  # noqa: BLE001
         on_cpu = True
     if on_cpu:

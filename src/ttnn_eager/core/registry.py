@@ -111,6 +111,34 @@ def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices:
     return register
 
 
+# Lowerings of ops that a library defines when it loads (torchvision::roi_align): the op exists only once its
+# library is imported, which ttnn_eager does not do (importing torchvision costs ~1.5 s). They are registered by
+# qualified name and each becomes a Lowering the first time dispatch meets its op. They stay out of REGISTRY,
+# whose contents (docs/ops.md, the tests' every-lowering guards) must not depend on what a process has run.
+LATE: dict = {}       # "namespace::name.overload" -> (fn, ttnn, needs, notes)
+LATE_BY_ID: dict = {}  # id(OpOverload) -> its Lowering, or None (each op looked up once)
+
+
+def late_lowering(qualname: str, ttnn=(), needs: object = ANY, notes: str = ""):
+    """Register the decorated function as the lowering of the library op `qualname` (e.g.
+    "torchvision::roi_align.default"), made when dispatch first meets it (see LATE)."""
+    def register(fn):
+        if qualname in LATE:
+            raise RuntimeError(f"{qualname} already has a lowering ({LATE[qualname][0].__qualname__})")
+        LATE[qualname] = (fn, tuple(ttnn), needs, notes)
+        return fn
+    return register
+
+
+def late_entry(func):
+    """The Lowering of `func` among the LATE ones, or None."""
+    key = id(func)
+    if key not in LATE_BY_ID:
+        spec = LATE.get(f"{func._schema.name}.{func._overloadname}")
+        LATE_BY_ID[key] = None if spec is None else Lowering(func, spec[0], spec[1], spec[2], spec[3], False)
+    return LATE_BY_ID[key]
+
+
 def device_mismatch(a, b) -> RuntimeError:
     """PyTorch's error for tensors of two devices in one op (a, b: devices, or ttnn device indices)."""
     a, b = (f"ttnn:{d}" if isinstance(d, int) else str(d) for d in (a, b))

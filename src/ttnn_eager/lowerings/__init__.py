@@ -25,6 +25,7 @@ from . import (  # noqa: F401
     padding,
     pooling,
     reduction,
+    sampling,
     scatter,
     search,
     upsample,

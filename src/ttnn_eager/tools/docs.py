@@ -46,6 +46,14 @@ def ops_md() -> str:
     for e in sorted(COMPLEX.values(), key=lambda e: str(e.op)):
         ttnn = ", ".join(f"`{t}`" for t in e.ttnn) or "(none: metadata only)"
         out.append(f"| `{e.op}` | `{e.fn.__name__}` | {ttnn} | {e.notes} |\n")
+    from ..core.registry import LATE
+    out.append("\n## Library ops\n\nOps a library defines when it is imported (ttnn_eager does not import it): "
+               "lowered by name, each becomes a lowering the first time it is dispatched "
+               f"(`late_lowering` in `src/ttnn_eager/core/registry.py`). {len(LATE)} overloads:\n\n"
+               "| op | lowering | TT-NN op(s) | notes |\n|---|---|---|---|\n")
+    for name, (fn, ttnn, _, notes) in sorted(LATE.items()):
+        out.append(f"| `{name}` | `{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}` | "
+                   f"{', '.join(f'`{t}`' for t in ttnn)} | {notes} |\n")
     from ..core import decompositions
     decomposed = sorted(str(op) for op in decompositions.table() if op not in REGISTRY)
     out.append("\n## Decomposed by PyTorch\n\nNo lowering of their own: PyTorch's decomposition "
