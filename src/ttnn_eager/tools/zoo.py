@@ -59,7 +59,8 @@ _FFN = ("intermediate_size", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_
 _HEAD_DIM = ("head_dim", "d_kv", "attention_head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
              "kv_channels")
 _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_total")
-_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k", "top_k_experts")
+_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k", "top_k_experts",
+              "num_experts_per_token")
 _LORA = ("kv_lora_rank", "q_lora_rank")
 
 
@@ -67,11 +68,12 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def shrink(d: dict, mha: bool = False) -> dict:
+def shrink(d: dict, mha: bool = False, repair: bool = False) -> dict:
     """A config dict (`PretrainedConfig.to_dict()`) shrunk to issue 23's sizes, sub-configs (nested dicts
     with a model_type) too. Per-layer lists (layer_types, ...) as long as the layer count keep their first
     2 entries. Only keys the config has are set, and only integers (None stays None: "not used").
-    mha: key-value heads = heads (for configs that refuse grouped-query attention)."""
+    mha: key-value heads = heads (for configs that refuse grouped-query attention). repair: also the rules
+    of _consistent (the second try of a model whose plain shrunk config fails on the CPU: run_one)."""
     s = dict(SHRINK, kv_heads=SHRINK["heads"]) if mha else SHRINK
     out = dict(d)
     n_layers = {out[k] for k in _LAYERS if _is_int(out.get(k))}
@@ -87,14 +89,17 @@ def shrink(d: dict, mha: bool = False) -> dict:
             out[k] = s["heads"]
     if _is_int(out.get("qk_head_dim")) and _is_int(out.get("qk_nope_head_dim")) and _is_int(out.get("qk_rope_head_dim")):
         out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
-    for k in ("n_group", "topk_group", "num_expert_groups"):  # DeepSeek-style group routing over 4 experts
-        if _is_int(out.get(k)):
+    for k in ("n_group", "topk_group", "num_expert_groups", "num_expert_group"):  # DeepSeek-style group
+        if _is_int(out.get(k)):                                                   # routing over 4 experts
             out[k] = 1
+    _towers(out)
+    if repair:
+        _consistent(d, out, s)
     for k, v in list(out.items()):
         if isinstance(v, dict) and v and n_layers and all(str(x).isdigit() for x in v):  # per-layer settings
             out[k] = {x: y for x, y in v.items() if int(x) < s["layers"]}
         elif isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
-            out[k] = shrink(v, mha)
+            out[k] = shrink(v, mha, repair)
         elif isinstance(v, dict) and isinstance(v.get("mrope_section"), list):  # rotary sections: rotary size / 2
             rotary = s["head_dim"] * v.get("partial_rotary_factor", out.get("partial_rotary_factor", 1.0) or 1.0)
             out[k] = dict(v, mrope_section=_split(int(rotary) // 2, v["mrope_section"]))
@@ -112,6 +117,84 @@ def shrink(d: dict, mha: bool = False) -> dict:
                 elif isinstance(v, list) and any(_is_int(x) and x >= vocab for x in v):
                     out[k] = [next(spare) if _is_int(x) and x >= vocab else x for x in v]
     return out
+
+
+def _consistent(d: dict, out: dict, s: dict) -> None:
+    """Sizes that must agree with the shrunk ones (issue 23's rules beyond the plain keys; `d` the original,
+    `out` the shrunk dict, changed in place):
+    - per-stage head lists (Swin's num_heads [3, 6, 12, 24]) scale with the hidden size (stage widths / heads
+      stay integral);
+    - `rotary_dim` at most the head size; `d_head` (XLNet) the head size;
+    - Mamba-2 heads: heads x head size = expand x hidden (mamba2's num_heads; Bamba's mamba_n_heads,
+      mamba_d_head; Zamba's n_mamba_heads);
+    - a None expert count per token (DeepSeek-V2's default) where experts are routed: the shrunk one;
+    - whisper-style audio encoders (num_mel_bins beside max_source_positions): 64 positions (the input is
+      then 128 mel frames: _audio_inputs);
+    - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
+    - a head_dim left None that the model reads as is (Hunyuan): the shrunk head size; an attention head_dim
+      beside multi-head-latent sizes (dots3's sliding-window layers): qk_nope + qk_rope;
+    - Reformer's axial position embedding halves: half the hidden size each;
+    - hybrids that place their attention layers by period / offset (Jamba, Zamba: 8 / 4) or by index
+      (Bamba) or by a repeating pattern (RecurrentGemma's recurrent, recurrent, attention): the 2 layers
+      one of each kind (a cache of linear-attention layers alone has no sequence length)."""
+    widths = [k for k in _H if _is_int(d.get(k)) and d[k] > 0]
+    base = min(widths, key=lambda k: d[k], default=None)  # the first stage's width (Swin: embed_dim)
+    new_hidden = next((out[k] for k in _H if _is_int(out.get(k)) and out[k] > 0), None)
+    for k in _HEADS:
+        v = out.get(k)
+        if isinstance(v, list) and v and all(_is_int(x) and x > 0 for x in v) and base and out[base] % v[0]:
+            out[k] = [max(1, x * out[base] // d[base]) for x in v]
+    hd = out.get("head_dim") if _is_int(out.get("head_dim")) else s["head_dim"]
+    if _is_int(out.get("rotary_dim")):
+        out["rotary_dim"] = min(out["rotary_dim"], hd)
+    if _is_int(out.get("d_head")):
+        out["d_head"] = s["head_dim"]
+    if _is_int(out.get("expand")) and "state_size" in out and _is_int(out.get("num_heads")) and new_hidden:
+        out["num_heads"] = new_hidden * out["expand"] // hd
+        if _is_int(out.get("n_groups")):
+            out["n_groups"] = min(out["n_groups"], out["num_heads"])
+    if _is_int(out.get("mamba_n_heads")) and _is_int(out.get("mamba_expand")) and new_hidden:
+        out["mamba_n_heads"] = new_hidden * out["mamba_expand"] // s["head_dim"]
+        if _is_int(out.get("mamba_d_head")):
+            out["mamba_d_head"] = s["head_dim"]
+        if _is_int(out.get("mamba_n_groups")):
+            out["mamba_n_groups"] = min(out["mamba_n_groups"], out["mamba_n_heads"])
+    if "num_experts_per_tok" in out and out["num_experts_per_tok"] is None and any(
+            _is_int(out.get(k)) for k in _EXPERTS):
+        out["num_experts_per_tok"] = s["per_token"]
+    if _is_int(out.get("max_source_positions")) and _is_int(out.get("num_mel_bins")):
+        out["max_source_positions"] = min(out["max_source_positions"], 64)
+    if "head_dim" in out and out["head_dim"] is None and any(_is_int(out.get(k)) for k in _HEADS):
+        out["head_dim"] = s["head_dim"]
+    if _is_int(out.get("head_dim")) and _is_int(out.get("qk_nope_head_dim")) and _is_int(
+            out.get("qk_rope_head_dim")) and "sliding_window" in out:
+        out["head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    if isinstance(out.get("axial_pos_embds_dim"), (list, tuple)) and new_hidden:
+        out["axial_pos_embds_dim"] = [new_hidden // 2, new_hidden - new_hidden // 2]
+    if _is_int(out.get("attn_layer_period")) and _is_int(out.get("attn_layer_offset")):
+        out["attn_layer_period"], out["attn_layer_offset"] = 2, 1
+    if "attn_layer_indices" in out and "mamba_n_heads" in out:
+        out["attn_layer_indices"] = [1]
+    if isinstance(out.get("block_types"), (list, tuple)):
+        out["block_types"] = _first_layers(list(out["block_types"]), s["layers"])
+    for k in ("num_frames", "frames_per_clip"):
+        if _is_int(out.get(k)) and out[k] > 4:
+            out[k] = 4
+
+
+def _towers(out: dict) -> None:
+    """Conv towers scaled by width / depth multipliers (EfficientNet-B7: 2.0 / 3.1 on 600x600 images, 64M
+    parameters): multipliers 1.0, the hidden_dim (the top conv's channels, 1280 x width) with them, and the
+    image at most 224."""
+    multipliers = [k for k in ("width_coefficient", "depth_coefficient", "width_multiplier", "depth_multiplier")
+                   if isinstance(out.get(k), float) and out[k] > 1.0]
+    if multipliers:
+        if "width_coefficient" in multipliers and _is_int(out.get("hidden_dim")):
+            out["hidden_dim"] = round(out["hidden_dim"] / out["width_coefficient"])
+        for k in multipliers:
+            out[k] = 1.0
+        if _is_int(out.get("image_size")) and out["image_size"] > 224:
+            out["image_size"] = 224
 
 
 def _split(total: int, parts: list) -> list:
@@ -164,7 +247,7 @@ def _ids(seed: int = 0) -> tuple:
     return ids, mask
 
 
-def _build_transformers(model_type: str, seed: int = 0):
+def _build_transformers(model_type: str, seed: int = 0, repair: bool = False):
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
@@ -172,7 +255,7 @@ def _build_transformers(model_type: str, seed: int = 0):
     if isinstance(class_name, (tuple, list)):
         class_name = class_name[0]
     cfg_class = CONFIG_MAPPING[model_type]
-    cfg = _config(cfg_class)
+    cfg = _config(cfg_class, repair)
     torch.manual_seed(seed)
     model = getattr(transformers, class_name)(cfg).eval()
     return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
@@ -215,7 +298,100 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
         wave = torch.randn(BATCH, 3840, generator=g)
         out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
-    return out or [{}]
+    return (out or [{}]) + _more_inputs(cfg, params, g, out[0] if out and "input_ids" in out[0] else None, pixels)
+
+
+def _find(cfg, keys, subs=("audio_config", "encoder_config", "speech_config", "vision_config")):
+    """The first integer among `keys` on the config, else on its sub-configs `subs`."""
+    for c in (cfg, *(getattr(cfg, k, None) for k in subs)):
+        for k in keys:
+            v = getattr(c, k, None) if c is not None else None
+            v = v[0] if isinstance(v, (list, tuple)) and v else v
+            if _is_int(v) and v > 0:
+                return v
+    return None
+
+
+AUDIO_FRAMES = 128  # mel frames of the audio-feature input (whisper-style encoders: 2 x 64 positions)
+
+
+def _more_inputs(cfg, params, g, text, pixels) -> list:
+    """The inputs that the first candidates do not cover, tried after them (so a model running with those
+    keeps its inputs): mel features (input_features, both (batch, mels, frames) and (batch, frames, mels),
+    with all-ones feature masks; an audio spectrogram as input_values), flattened patches with their grid
+    (grid_thw: 2 images of 2 x 2 merged patches each), a video clip (batch, frames, channels, h, w), a time
+    series (past_values), and the extra inputs of some text models (bbox, qformer_input_ids, visual_feats)."""
+    out = []
+    ids = text["input_ids"] if text else _ids()[0]
+    mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
+                       "feature_projection_input_dim"))
+    feat_key = next((k for k in ("input_features", "audio_mel") if k in params), None)
+    if feat_key and mels:
+        msp = _find(cfg, ("max_source_positions",))
+        frames = 2 * msp if msp and msp <= 64 else AUDIO_FRAMES
+        feats = torch.randn(BATCH, mels, frames, generator=g)
+        masks = {k: torch.ones(BATCH, frames, dtype=torch.long) for k in
+                 ("input_features_mask", "feature_attention_mask", "audio_mel_mask") if k in params}
+        if "attention_mask" in params and "input_ids" not in params:
+            masks["attention_mask"] = torch.ones(BATCH, frames, dtype=torch.long)
+        extra = {"decoder_input_ids": ids} if "decoder_input_ids" in params else {}
+        for f in (feats, feats.transpose(1, 2).contiguous()):
+            out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
+    if "input_values" in params and mels and "input_features" not in params:  # a spectrogram (AST)
+        length = getattr(cfg, "max_length", None)
+        out.append({"input_values": torch.randn(BATCH, length if _is_int(length) else AUDIO_FRAMES, mels, generator=g)})
+    grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
+    if grid_key and "input_ids" not in params:
+        patch = _find(cfg, ("patch_size",), ())
+        tp = _find(cfg, ("temporal_patch_size",), ()) or 1
+        ch = _find(cfg, ("in_channels", "num_channels", "in_chans"), ()) or 3
+        merge = _find(cfg, ("spatial_merge_size", "merge_size"), ()) or 2
+        if patch:
+            grid = torch.tensor([[1, 2 * merge, 2 * merge]] * BATCH)
+            n = int(grid.prod(-1).sum())
+            flat = torch.randn(n, ch * tp * patch * patch, generator=g)
+            key = "hidden_states" if "hidden_states" in params else "pixel_values"
+            extra = {"merge_sizes": torch.tensor([merge] * BATCH)} if "merge_sizes" in params else {}
+            out += [dict(extra, **{key: flat, grid_key: grid}),
+                    dict(extra, **{key: flat.view(n, ch, tp, patch, patch).squeeze(2), grid_key: grid})]
+    if "spatial_shapes" in params and pixels is not None:  # (SigLIP2: patches (batch, 4 x 4, c p p) + their grid)
+        patch = _find(cfg, ("patch_size",), ("vision_config",))
+        ch = _find(cfg, ("num_channels",), ("vision_config",)) or 3
+        if patch:
+            vis = {"pixel_values": torch.randn(BATCH, 16, ch * patch * patch, generator=g),
+                   "pixel_attention_mask": torch.ones(BATCH, 16, dtype=torch.long),
+                   "spatial_shapes": torch.tensor([[4, 4]] * BATCH)}
+            out += [dict(text, **vis)] if text else []
+            out.append(vis)
+    frames = _find(cfg, ("num_frames", "frames_per_clip"), ("vision_config",))
+    video_key = next((k for k in ("pixel_values_videos", "pixel_values") if k in params), None)
+    if frames and video_key:
+        vc = getattr(cfg, "vision_config", None) or cfg
+        size = getattr(vc, "image_size", None) or getattr(vc, "crop_size", None) or 224
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        ch = _find(vc, ("num_channels", "in_channels", "in_chans"), ()) or 3
+        video = torch.randn(BATCH, min(frames, 4), ch, size, size, generator=g)
+        if text:
+            out.append(dict(text, **{video_key: video}))
+        out.append({video_key: video})
+    if "past_values" in params:
+        length = _find(cfg, ("context_length",), ()) or 32
+        ch = _find(cfg, ("num_input_channels", "input_size"), ()) or 1
+        series = torch.randn(BATCH, length, ch, generator=g)
+        out += [{"past_values": series}, {"past_values": series[..., 0]}]
+    if text and "bbox" in params:
+        corner = torch.randint(0, 500, (BATCH, SEQ, 2), generator=g)
+        box = torch.cat([corner, corner + torch.randint(1, 500, (BATCH, SEQ, 2), generator=g)], -1)
+        out += [dict(text, bbox=box), dict(text, bbox=box.float() / 1000)]
+    if text and "qformer_input_ids" in params and pixels is not None:
+        out.append(dict(text, pixel_values=pixels, qformer_input_ids=ids,
+                        **({"qformer_attention_mask": text["attention_mask"]} if "attention_mask" in text else {})))
+    if text and "visual_feats" in params:
+        feat, pos = getattr(cfg, "visual_feat_dim", None), getattr(cfg, "visual_pos_dim", None)
+        if _is_int(feat) and _is_int(pos):
+            out.append(dict(text, visual_feats=torch.randn(BATCH, 8, feat, generator=g),
+                            visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
+    return out
 
 
 def _masking_noise(params, cfg, g):
@@ -235,18 +411,96 @@ def _masking_noise(params, cfg, g):
     return torch.stack([torch.randperm(n, generator=g) for _ in range(BATCH)]).float()
 
 
-def _config(cfg_class):
-    """The shrunk config; a config that refuses grouped-query attention gets key-value heads = heads, and
-    one whose validation says "`a.b` (N) must match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
-    d = shrink(cfg_class().to_dict())
+def _derived(d: dict, cfg_class) -> dict:
+    """`d` (a shrunk to_dict()) without the values its config class derives in __post_init__ from others
+    (Zamba2's attention_hidden_size = 2 x hidden, mamba_headdim; RWKV's attention_hidden_size; Bamba's
+    mamba_d_head "auto"; RecurrentGemma's lru_width): a key the class does not declare, or declares with the
+    default None / "auto", whose value shrink left as it was, goes back to undeclared / its default, so the
+    class derives it again from the shrunk sizes. Sub-configs (sub_configs) likewise."""
+    import dataclasses
+    if not dataclasses.is_dataclass(cfg_class):
+        return d
+    base = cfg_class().to_dict()
+    fields = {f.name: f.default for f in dataclasses.fields(cfg_class)}
+    standard = {f.name for f in dataclasses.fields(_pretrained_config())}
+    shrunk_keys = set(_H + _HEADS + _KV + _LAYERS + _FFN + _HEAD_DIM + _EXPERTS + _PER_TOKEN + _LORA)
+    out = dict(d)
+    subs = getattr(cfg_class, "sub_configs", {}) or {}
+    for k, v in d.items():
+        if k in subs and isinstance(v, dict):
+            sub = subs[k]
+            if not isinstance(sub, type) or not hasattr(sub, "model_type") or sub.__name__ == "AutoConfig":
+                from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+                sub = CONFIG_MAPPING.get(v.get("model_type")) if v.get("model_type") else None
+            if sub is not None:
+                try:
+                    out[k] = _derived(v, sub)
+                except Exception:  # noqa: BLE001 -- a sub-config that cannot be built alone keeps its dict
+                    pass
+            continue
+        if k in standard or k in shrunk_keys or k.endswith(("token_id", "token_index", "token_ids")):
+            continue
+        if not _is_int(v) or base.get(k) != v:
+            continue
+        if k not in fields and k not in ("model_type",):
+            out.pop(k)
+        elif fields.get(k) is None or fields.get(k) == "auto":
+            out[k] = fields[k]
+    return out
+
+
+def _pretrained_config():
+    from transformers import PretrainedConfig
+    return PretrainedConfig
+
+
+def _mrope(d: dict, cfg_class) -> dict:
+    """Multimodal rotary sections (Qwen2-VL's [16, 24, 24] temporal/height/width split of the rotary half)
+    that the model takes from `rope_parameters.get("mrope_section", default)` when the config has none: the
+    default (read from the modeling module) scaled to the shrunk rotary half, written into every (sub)config
+    with rope_parameters and a vocabulary (the text model)."""
+    import importlib
+    try:
+        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return d
+    m = re.search(r"""get\(["']mrope_section["'],\s*\[([\d,\s]+)\]\)""", src)
+    if not m or not re.search(r"\.split\(\[?\*?(?:self\.)?mrope_section", src):
+        return d
+    default = [int(x) for x in m.group(1).split(",") if x.strip()]
+
+    def fix(node):
+        node = dict(node)
+        rp = node.get("rope_parameters")
+        if isinstance(rp, dict) and "mrope_section" not in rp and "vocab_size" in node and all(
+                not isinstance(x, dict) for x in rp.values()):
+            rotary = (node.get("head_dim") if _is_int(node.get("head_dim")) else SHRINK["head_dim"]) * (
+                rp.get("partial_rotary_factor", node.get("partial_rotary_factor", 1.0)) or 1.0)
+            node["rope_parameters"] = dict(rp, mrope_section=_split(int(rotary) // 2, default))
+        for k, v in node.items():
+            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
+                node[k] = fix(v)
+        return node
+    return fix(d)
+
+
+def _config(cfg_class, repair: bool = False):
+    """The shrunk config (repair: shrink's repair rules, then _derived and _mrope); a config that refuses
+    grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
+    match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
+    def shrunk(mha=False):
+        d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
+        return _mrope(_derived(d, cfg_class), cfg_class) if repair else d
+    d = shrunk()
     for _ in range(6):
         try:
             return cfg_class.from_dict(d)
         except Exception as e:  # noqa: BLE001
             text = str(e)
-            tied = re.search(r"`([\w.]+)` \(\d+\)[^`]*must (?:match|equal) `([\w.]+)(?: // (\d+))?` \((\d+)\)", text)
+            tied = (re.search(r"`([\w.]+)` \(\d+\)[^`]*must (?:match|equal) `([\w.]+)(?: // (\d+))?` \((\d+)\)", text)
+                    or re.search(r"`([\w.]+)` \(\d+\) must (?:match|equal) (?:the )?[\w ]*`([\w.]+)`() \((\d+)\)", text))
             if "key_value" in text or "kv_heads" in text:
-                d = shrink(cfg_class().to_dict(), mha=True)
+                d = shrunk(mha=True)
             elif tied:
                 node = d
                 *path, key = tied.group(1).split(".")
@@ -299,13 +553,14 @@ def _build_file(spec: str, seed: int = 0):
     return model, inputs, type(model).__name__
 
 
-def build(name: str, seed: int = 0):
-    """(CPU model in eval mode with seeded weights, its inputs (a dict of keyword arguments), class name)."""
+def build(name: str, seed: int = 0, repair: bool = False):
+    """(CPU model in eval mode with seeded weights, its inputs (a dict of keyword arguments), class name).
+    repair: a transformers model type's config with shrink's repair rules (_config)."""
     if name.startswith("file:"):
         return _build_file(name, seed)
     if name.startswith("torchvision:"):
         return _build_torchvision(name.split(":", 1)[1], seed)
-    return _build_transformers(name, seed)
+    return _build_transformers(name, seed, repair)
 
 
 # ------------------------------------------------------------------------------------------------- comparing
@@ -421,7 +676,9 @@ def _error_text(e: BaseException) -> str:
 
 def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
     """One entry, measured: build (a failure: "cpu fails"), the CPU forward (a failure: "cpu fails"), the
-    device forward (a failure: "error"). Never raises."""
+    device forward (a failure: "error"). A transformers model whose plain shrunk config fails to build or
+    to run on the CPU is tried again with shrink's repair rules (then "repaired": true; a failure of both is
+    the repaired one's error). Never raises."""
     import gc
     import warnings
     t0 = time.perf_counter()
@@ -429,29 +686,36 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try:
-                model, inputs, cls = build(name, seed)
-                rec["class"] = cls
-                rec["params"] = sum(p.numel() for p in model.parameters())
-                for k, candidate in enumerate(inputs if isinstance(inputs, _Candidates) else [inputs]):
-                    try:
-                        with torch.no_grad():
-                            model(**candidate)
-                        inputs = candidate
-                        break
-                    except Exception:
-                        if k == len(inputs) - 1 or not isinstance(inputs, _Candidates):
-                            raise
-                rec["inputs"] = sorted(inputs)
-            except Exception as e:
-                rec.update(status="cpu fails", error=_error_text(e))
-                return rec
+            repairable = not name.startswith(("file:", "torchvision:"))
+            for repair in (False, True) if repairable else (False,):
+                try:
+                    model, inputs, cls = build(name, seed, repair)
+                    rec["class"] = cls
+                    rec["params"] = sum(p.numel() for p in model.parameters())
+                    for k, candidate in enumerate(inputs if isinstance(inputs, _Candidates) else [inputs]):
+                        try:
+                            with torch.no_grad():
+                                model(**candidate)
+                            inputs = candidate
+                            break
+                        except Exception:
+                            if k == len(inputs) - 1 or not isinstance(inputs, _Candidates):
+                                raise
+                    rec["inputs"] = sorted(inputs)
+                    if repair:
+                        rec["repaired"] = True
+                    break
+                except Exception as e:
+                    model = inputs = None
+                    if repair or not repairable:
+                        rec.update(status="cpu fails", error=_error_text(e))
+                        return rec
             try:
                 rec.update(compare(model, inputs, device))
                 rec["status"] = "ran"
                 if classify(rec) in ("low accuracy", "shape/dtype differs"):
                     model = None
-                    rec.update(explain_accuracy(name, inputs, device, seed))
+                    rec.update(explain_accuracy(name, inputs, device, seed, rec.get("repaired", False)))
             except Exception as e:
                 from .. import counters
                 rec.update(status="error", error=_error_text(e),
@@ -463,7 +727,7 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
     return rec
 
 
-def explain_accuracy(name: str, inputs: dict, device: str, seed: int) -> dict:
+def explain_accuracy(name: str, inputs: dict, device: str, seed: int, repair: bool = False) -> dict:
     """Where a low Pearson comes from: the same forward on `device` with float32 stored as float32 and the
     shadow's arithmetic exact (a lowering that is wrong stays wrong there; bfloat16 storage's loss goes away),
     and the CPU itself in bfloat16 against its float32 (how much bfloat16 alone costs this model)."""
@@ -471,14 +735,14 @@ def explain_accuracy(name: str, inputs: dict, device: str, seed: int) -> dict:
     out = {}
     previous = config.configure(float32_storage="float32", shadow_numerics="exact")
     try:
-        r = compare(build(name, seed)[0], inputs, device)
+        r = compare(build(name, seed, repair)[0], inputs, device)
         out["pearson_float32_storage"], out["shapes_float32_storage"] = r["pearson"], r["same_shapes_dtypes"]
     except Exception as e:  # noqa: BLE001 -- a diagnosis only
         out["pearson_float32_storage_error"] = _error_text(e)
     finally:
         config.configure(**previous)
     try:
-        model = build(name, seed)[0]
+        model = build(name, seed, repair)[0]
         rng = torch.random.get_rng_state()  # (one generator state for both forwards, as compare's)
         with torch.no_grad():
             ref = model(**inputs)
