@@ -131,7 +131,9 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - whisper-style audio encoders (num_mel_bins beside max_source_positions): 64 positions (the input is
       then 128 mel frames: _audio_inputs);
     - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
-    - a head_dim left None that the model reads as is (Hunyuan): the shrunk head size; an attention head_dim
+    - text positions at least the input's 24 (OWL-ViT: 16); X-MOD's default_language its first language;
+    - a head_dim / key-value head count left None that the model reads as is (Hunyuan, Ministral; Nemotron):
+      the shrunk head size / key-value heads; an attention head_dim
       beside multi-head-latent sizes (dots3's sliding-window layers): qk_nope + qk_rope;
     - Reformer's axial position embedding halves: half the hidden size each;
     - hybrids that place their attention layers by period / offset (Jamba, Zamba: 8 / 4) or by index
@@ -166,6 +168,9 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
         out["max_source_positions"] = min(out["max_source_positions"], 64)
     if "head_dim" in out and out["head_dim"] is None and any(_is_int(out.get(k)) for k in _HEADS):
         out["head_dim"] = s["head_dim"]
+    for k in _KV:  # (Nemotron reads a None key-value head count as is)
+        if k in out and out[k] is None and any(_is_int(out.get(h)) for h in _HEADS):
+            out[k] = s["kv_heads"]
     if _is_int(out.get("head_dim")) and _is_int(out.get("qk_nope_head_dim")) and _is_int(
             out.get("qk_rope_head_dim")) and "sliding_window" in out:
         out["head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
@@ -177,20 +182,22 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
         out["attn_layer_indices"] = [1]
     if isinstance(out.get("block_types"), (list, tuple)):
         out["block_types"] = _first_layers(list(out["block_types"]), s["layers"])
+    if _is_int(out.get("max_position_embeddings")) and out["max_position_embeddings"] < SEQ:
+        out["max_position_embeddings"] = SEQ  # (OWL-ViT's text: 16 positions)
+    if isinstance(out.get("languages"), (list, tuple)) and out["languages"] and out.get("default_language") is None:
+        out["default_language"] = out["languages"][0]  # (X-MOD: adapters chosen by language)
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
 
 
 def _towers(out: dict) -> None:
-    """Conv towers scaled by width / depth multipliers (EfficientNet-B7: 2.0 / 3.1 on 600x600 images, 64M
-    parameters): multipliers 1.0, the hidden_dim (the top conv's channels, 1280 x width) with them, and the
-    image at most 224."""
-    multipliers = [k for k in ("width_coefficient", "depth_coefficient", "width_multiplier", "depth_multiplier")
+    """Conv towers deepened by a depth multiplier (EfficientNet-B7: 3.1 on 600x600 images, 64M parameters):
+    the multiplier 1.0 (B0's 16 blocks) and the image at most 224. The width multiplier stays: ALIGN ties its
+    text projection to the tower's last channels (640 = 2.0 x 320)."""
+    multipliers = [k for k in ("depth_coefficient", "depth_multiplier")
                    if isinstance(out.get(k), float) and out[k] > 1.0]
     if multipliers:
-        if "width_coefficient" in multipliers and _is_int(out.get("hidden_dim")):
-            out["hidden_dim"] = round(out["hidden_dim"] / out["width_coefficient"])
         for k in multipliers:
             out[k] = 1.0
         if _is_int(out.get("image_size")) and out["image_size"] > 224:
@@ -334,9 +341,38 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                  ("input_features_mask", "feature_attention_mask", "audio_mel_mask") if k in params}
         if "attention_mask" in params and "input_ids" not in params:
             masks["attention_mask"] = torch.ones(BATCH, frames, dtype=torch.long)
+        if "audio_mel_mask" in masks:  # (Gemma3n: True marks padding)
+            masks["audio_mel_mask"] = torch.zeros(BATCH, frames, dtype=torch.bool)
         extra = {"decoder_input_ids": ids} if "decoder_input_ids" in params else {}
         for f in (feats, feats.transpose(1, 2).contiguous()):
             out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
+        if text:  # (models that take the text beside the audio: Voxtral realtime)
+            out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
+    if "input_values" in params and ("decoder_input_ids" in params or text):  # (Moonshine; PE audio)
+        wave = torch.randn(BATCH, 3840, generator=g)
+        other = dict(text) if text else {}
+        if "decoder_input_ids" in params:
+            other["decoder_input_ids"] = ids
+        out += [dict(other, input_values=wave), dict(other, input_values=wave[:, None])]
+    size = getattr(getattr(cfg, "vision_config", None) or cfg, "image_size", None)
+    if isinstance(size, (list, tuple)) and len(size) == 2 and size[0] != size[1] and "pixel_values" in params:
+        image = torch.randn(BATCH, 3, *size, generator=g)  # (a non-square image size: MGP-STR 32 x 128)
+        vis = {"pixel_values": image}
+        if "prompt_pixel_values" in params:  # (SegGPT: a prompt image and its mask)
+            vis.update(prompt_pixel_values=image, prompt_masks=torch.randn(BATCH, 3, *size, generator=g))
+        out.append(vis)
+    if "query_embeds" in params:  # (BLIP-2's Q-Former alone: the query tokens)
+        hidden = _find(cfg, ("hidden_size",), ())
+        if hidden:
+            out.append({"query_embeds": torch.randn(BATCH, 8, hidden, generator=g)})
+    if "states" in params and "returns_to_go" in params:  # (Decision Transformer: a trajectory)
+        sd, ad = getattr(cfg, "state_dim", None), getattr(cfg, "act_dim", None)
+        if _is_int(sd) and _is_int(ad):
+            out.append({"states": torch.randn(BATCH, SEQ, sd, generator=g),
+                        "actions": torch.randn(BATCH, SEQ, ad, generator=g),
+                        "returns_to_go": torch.randn(BATCH, SEQ, 1, generator=g),
+                        "timesteps": torch.arange(SEQ).repeat(BATCH, 1),
+                        "attention_mask": _ids()[1]})
     if "input_values" in params and mels and "input_features" not in params:  # a spectrogram (AST)
         length = getattr(cfg, "max_length", None)
         out.append({"input_values": torch.randn(BATCH, length if _is_int(length) else AUDIO_FRAMES, mels, generator=g)})
