@@ -132,6 +132,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       then 128 mel frames: _audio_inputs);
     - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
     - text positions at least the input's 24 (OWL-ViT: 16); X-MOD's default_language its first language;
+    - a backbone's stage_names as many as its stages kept (Swin in MaskFormer); Mimi's upsample_groups the
+      hidden size (a depthwise convolution);
     - a head_dim / key-value head count left None that the model reads as is (Hunyuan, Ministral; Nemotron):
       the shrunk head size / key-value heads; an attention head_dim
       beside multi-head-latent sizes (dots3's sliding-window layers): qk_nope + qk_rope;
@@ -186,6 +188,11 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
         out["max_position_embeddings"] = SEQ  # (OWL-ViT's text: 16 positions)
     if isinstance(out.get("languages"), (list, tuple)) and out["languages"] and out.get("default_language") is None:
         out["default_language"] = out["languages"][0]  # (X-MOD: adapters chosen by language)
+    if isinstance(out.get("stage_names"), list) and isinstance(out.get("depths"), list) and len(
+            out["stage_names"]) > len(out["depths"]) + 1:  # (Swin backbones: a stem and the stages kept)
+        out["stage_names"] = out["stage_names"][:len(out["depths"]) + 1]
+    if _is_int(out.get("upsample_groups")) and new_hidden:  # (Mimi: a depthwise upsampling over the hidden size)
+        out["upsample_groups"] = new_hidden
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
@@ -335,7 +342,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     feat_key = next((k for k in ("input_features", "audio_mel") if k in params), None)
     if feat_key and mels:
         msp = _find(cfg, ("max_source_positions",))
-        frames = 2 * msp if msp and msp <= 64 else AUDIO_FRAMES
+        window = _find(cfg, ("n_window",))  # (Qwen3-ASR: frames in chunks of 2 x n_window)
+        frames = 2 * msp if msp and msp <= 64 else 2 * window if window else AUDIO_FRAMES
         feats = torch.randn(BATCH, mels, frames, generator=g)
         masks = {k: torch.ones(BATCH, frames, dtype=torch.long) for k in
                  ("input_features_mask", "feature_attention_mask", "audio_mel_mask") if k in params}
@@ -345,6 +353,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             masks["audio_mel_mask"] = torch.zeros(BATCH, frames, dtype=torch.bool)
         extra = {"decoder_input_ids": ids} if "decoder_input_ids" in params else {}
         for f in (feats, feats.transpose(1, 2).contiguous()):
+            out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
+        stacked = _find(cfg, ("input_dim",))  # (Granite Speech 5: frames stacked, 4 x 80 features)
+        if stacked and stacked != mels:
+            f = torch.randn(BATCH, frames, stacked, generator=g)
             out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
         if text:  # (models that take the text beside the audio: Voxtral realtime)
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
@@ -485,6 +497,14 @@ def _derived(d: dict, cfg_class) -> dict:
     return out
 
 
+def _dicts(d: dict):
+    """d and every dict nested in it."""
+    yield d
+    for v in d.values():
+        if isinstance(v, dict):
+            yield from _dicts(v)
+
+
 def _pretrained_config():
     from transformers import PretrainedConfig
     return PretrainedConfig
@@ -542,6 +562,9 @@ def _config(cfg_class, repair: bool = False):
                 *path, key = tied.group(1).split(".")
                 for p in path:
                     node = node[p]
+                if key not in node:  # (a sub-config's sizes: the sub-dict that has both keys)
+                    other = tied.group(2).split(".")[-1]
+                    node = next((v for v in _dicts(d) if key in v and other in v), node)
                 node[key] = int(tied.group(4))
             else:
                 raise
