@@ -93,8 +93,6 @@ def shrink(d: dict, mha: bool = False, repair: bool = False) -> dict:
         if _is_int(out.get(k)):                                                   # routing over 4 experts
             out[k] = 1
     _towers(out)
-    if repair:
-        _consistent(d, out, s)
     for k, v in list(out.items()):
         if isinstance(v, dict) and v and n_layers and all(str(x).isdigit() for x in v):  # per-layer settings
             out[k] = {x: y for x, y in v.items() if int(x) < s["layers"]}
@@ -107,6 +105,8 @@ def shrink(d: dict, mha: bool = False, repair: bool = False) -> dict:
             out[k] = _first_layers(v, s["layers"])
         elif k in ("out_features", "out_indices") and v is not None and n_layers:
             out[k] = None  # stages named after the original depth: the default (the last stage)
+    if repair:
+        _consistent(d, out, s)
     vocab = out.get("vocab_size")
     if _is_int(vocab):  # special tokens inside the shrunk vocabulary
         spare = iter(range(vocab - 1, 0, -1))
