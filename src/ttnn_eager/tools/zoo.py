@@ -700,12 +700,18 @@ def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     as float32: FLOAT64): compare_outputs plus the CPU fallbacks and the aten and TT-NN op counts of the
     device forward. A device error raises. Both forwards start from one state of the CPU generator, so the
     draws a forward makes on the host (ViLT's torch.multinomial choice of patches; VITS' noise: a ttnn
-    device's random factories draw from the CPU generator) are the same draws."""
+    device's random factories draw from the CPU generator) are the same draws. Tensors the CPU forward cached
+    in module attributes that were None are None again before the device forward."""
     from .. import config
     from ..features.inventory import record_ops
     rng = torch.random.get_rng_state()
+    unset = {id(m): [k for k, v in vars(m).items() if v is None] for m in model.modules()}
     with torch.no_grad():
         ref = model(**inputs)
+    for m in model.modules():  # caches the CPU forward filled (Mimi's codebook `_embed`, None until first used):
+        for k in unset.get(id(m), ()):  # empty again, so the device forward fills its own (`.to` moves only
+            if isinstance(getattr(m, k, None), torch.Tensor):  # parameters and buffers)
+                setattr(m, k, None)
     model.to(device)
     dinputs = _to(inputs, device)
     torch.random.set_rng_state(rng)
