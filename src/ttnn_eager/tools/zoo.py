@@ -695,6 +695,20 @@ def compare_outputs(out, ref, mask=None) -> dict:
             "outputs": len(r_leaves), "same_shapes_dtypes": not mismatches, "mismatches": mismatches[:5]}
 
 
+def _unset(model) -> dict:
+    """The module attributes that are None now (id(module) -> names): _uncache's reference."""
+    return {id(m): [k for k, v in vars(m).items() if v is None] for m in model.modules()}
+
+
+def _uncache(model, unset: dict) -> None:
+    """Caches a CPU forward filled (attributes None in `unset` that now hold a tensor: Mimi's codebook `_embed`)
+    are None again, so the device forward fills its own (`model.to` moves only parameters and buffers)."""
+    for m in model.modules():
+        for k in unset.get(id(m), ()):
+            if isinstance(getattr(m, k, None), torch.Tensor):
+                setattr(m, k, None)
+
+
 def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     """One forward on the CPU (float32), then one on `device` (the model moved there, float64 tensors stored
     as float32: FLOAT64): compare_outputs plus the CPU fallbacks and the aten and TT-NN op counts of the
@@ -705,13 +719,10 @@ def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     from .. import config
     from ..features.inventory import record_ops
     rng = torch.random.get_rng_state()
-    unset = {id(m): [k for k, v in vars(m).items() if v is None] for m in model.modules()}
+    unset = _unset(model)
     with torch.no_grad():
         ref = model(**inputs)
-    for m in model.modules():  # caches the CPU forward filled (Mimi's codebook `_embed`, None until first used):
-        for k in unset.get(id(m), ()):  # empty again, so the device forward fills its own (`.to` moves only
-            if isinstance(getattr(m, k, None), torch.Tensor):  # parameters and buffers)
-                setattr(m, k, None)
+    _uncache(model, unset)
     model.to(device)
     dinputs = _to(inputs, device)
     torch.random.set_rng_state(rng)
@@ -757,6 +768,7 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
                     model, inputs, cls = build(name, seed, repair)
                     rec["class"] = cls
                     rec["params"] = sum(p.numel() for p in model.parameters())
+                    unset = _unset(model)
                     for k, candidate in enumerate(inputs if isinstance(inputs, _Candidates) else [inputs]):
                         try:
                             with torch.no_grad():
@@ -767,6 +779,7 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
                             if k == len(inputs) - 1 or not isinstance(inputs, _Candidates):
                                 raise
                     rec["inputs"] = sorted(inputs)
+                    _uncache(model, unset)  # (the probe's caches)
                     if repair:
                         rec["repaired"] = True
                     break
