@@ -187,6 +187,21 @@ def test_pooling(n, c, hw, k, stride, pad, ceil, count_pad):
     on_device(lambda x: F.adaptive_max_pool2d(x, size), x)
 
 
+@pytest.mark.parametrize("kw", [dict(kernel_size=2560, ceil_mode=True), dict(kernel_size=(32, 9), ceil_mode=True),
+                                dict(kernel_size=11, padding=0, ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=10, stride=3, padding=1, ceil_mode=True, divisor_override=7)],
+                         ids=["efficientnet", "rect", "no_pad_count", "divisor"])
+def test_pool_windows_wider_than_the_input_are_a_global_reduction(kw):
+    """EfficientNet/ALIGN's AvgPool2d(2560, ceil_mode=True) over a 7x7 map: ceil_mode's single window covers
+    the input. TT-NN's sliding-window setup never returns on these, or crashes the process (SIGSEGV for a
+    kernel of 32 over 7x7): they are sums (avg, PyTorch's divisor) or maxima over H and W instead."""
+    x = bf(2, 64, 7, 7)
+    on_device(lambda x: F.avg_pool2d(x, **kw), x)
+    on_device(lambda x: F.avg_pool2d(x, **kw), x[0])  # unbatched
+    kw = {k: v for k, v in kw.items() if k in ("kernel_size", "stride", "padding", "ceil_mode")}
+    on_device(lambda x: F.max_pool2d(x, **kw), x)
+
+
 @covers(aten.native_batch_norm.default, aten._native_batch_norm_legit_no_training.default,
         aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
         aten.native_group_norm.default)

@@ -67,6 +67,10 @@ def _flat_nhwc(x):
     return reshape(permute_handle(x, (0, 2, 3, 1)), (1, 1, n * h * w, c))
 
 
+def _unbatch(out, unbatched: bool):
+    return reshape(out, tuple(out.shape[1:])) if unbatched else out
+
+
 def _nchw(out, n, oh, ow, c, unbatched: bool):
     out = permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
     return reshape(out, (c, oh, ow)) if unbatched else out
@@ -87,6 +91,16 @@ def _window(op, x, kernel_size, stride, padding, dilation, ceil_mode):
     return kernel, stride, padding, dilation, oh, ow
 
 
+def _covers_all(x, kernel, padding, dilation) -> bool:
+    """A window wider than the padded input (ceil_mode's single window: EfficientNet's AvgPool2d(2560) over a
+    7x7 map). TT-NN's sliding-window setup never returns or crashes on these (SIGSEGV), so they are not sent
+    to it: the one window sees the whole input, a reduction over H and W."""
+    over = [d * (k - 1) + 1 > size + 2 * p for size, k, p, d in zip(x.shape[2:], kernel, padding, dilation)]
+    if any(over) and not all(over):
+        raise Unfit(f"a window {list(kernel)} wider than the padded input {list(x.shape[2:])} in one dimension only")
+    return all(over)
+
+
 def _tile_dram() -> dict:
     return dict(output_layout=api.TILE, memory_config=api.enum("DRAM_MEMORY_CONFIG"))
 
@@ -96,6 +110,11 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices
     kernel, stride, padding, dilation, oh, ow = _window("max_pool2d", x, kernel_size, stride, padding, dilation,
                                                         ceil_mode)
     n, c, h, w = x.shape
+    if _covers_all(x, kernel, padding, dilation):  # (oh == ow == 1: the maximum of each image's channel)
+        if with_indices:
+            raise Unfit("max_pool2d_with_indices: a window wider than the padded input")
+        from .reduction import _reduce
+        return _unbatch(_reduce("max", x, [2, 3], True), unbatched)
     if with_indices and h * w > _UINT16_POSITIONS:
         raise Unfit(f"max_pool2d_with_indices: {h}x{w} positions per image exceed TT-NN's uint16 indices")
     args = (_flat_nhwc(x), n, h, w, c, list(kernel), list(stride), list(padding), list(dilation))
@@ -134,6 +153,10 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     if divisor_override is not None and divisor_override <= 0:
         raise Unfit("avg_pool2d: divisor_override must be positive")
     n, c, h, w = x.shape
+    if _covers_all(x, kernel, padding, [1, 1]):  # the one window: the sum of the image over PyTorch's divisor
+        from .reduction import _reduce
+        divisor = divisor_override or ((h + 2 * padding[0]) * (w + 2 * padding[1]) if count_include_pad else h * w)
+        return _unbatch(api.run("multiply", _reduce("sum", x, [2, 3], True), 1.0 / divisor), unbatched)
     out = api.run("avg_pool2d", _flat_nhwc(x), n, h, w, c, list(kernel), list(stride), list(padding),
                   ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override,
                   **_tile_dram())

@@ -216,7 +216,7 @@ def multinomial(probs, num_samples, replacement=False, *, generator=None):
 
 @lowering(aten.index_select.default, ttnn=["permute", "embedding"], needs={"self": ANY, "index": ANY},
           notes="rows of the selected dimension gathered by an embedding lookup (beam search's cache reorder); "
-                "floating/bool tensors")
+                "integer tensors by one gather of their elements, exact (vision towers' patch-grid positions)")
 def index_select(x, d, index):
     from .indexing import index as index_rows
     from .views import permute_handle
@@ -224,8 +224,8 @@ def index_select(x, d, index):
     d = dim(d, builtins.max(n, 1))
     if len(index.shape) > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if n == 0 or not x.dtype.is_floating_point and x.dtype != torch.bool:
-        raise Unfit("0-d or integer tensor")
+    if n == 0:
+        raise Unfit("0-d tensor")
     if known_outside(index.bounds, -x.shape[d], x.shape[d]) is not None:
         raise IndexError(f"index out of range in self")
     order = [d] + [i for i in range(n) if i != d]
