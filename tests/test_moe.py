@@ -194,6 +194,10 @@ CASES = {
                  [(EXPERTS,), (ints(3, 40, lo=-1000, hi=1000),)]),
     "sort_bool": (lambda e: torch.sort(e > 1, stable=True, descending=True), [(EXPERTS,)]),
     "histc": (lambda x: torch.histc(x, bins=7, min=-1, max=1.5), [(bf(500),), (bf(3, 33),)]),
+    # min == max: the data's own range (one read of its extremes); all values equal: [v - 1, v + 1]
+    # (transformers' MoE layers with one expert call histc(ids, bins=1, min=0, max=0))
+    "histc_data_range": (lambda x: (torch.histc(x, bins=9), torch.histc(x, bins=1, min=0, max=0),
+                                    torch.histc(x * 0 + 3, bins=4, min=2, max=2)), [(bf(500),), (bf(3, 33),)]),
     "bincount": (lambda e, w: (torch.bincount(e), torch.bincount(e, w, minlength=7)),
                  [(EXPERTS, bf(48).abs()), (ints(1, hi=1), bf(1))]),
     "one_hot": (lambda e: torch.nn.functional.one_hot(e, 5), [(EXPERTS,), (ints(2, 3, hi=5),)]),
@@ -253,6 +257,8 @@ def test_histc_and_bincount_refuse_what_pytorch_refuses():
     d = EXPERTS.to(DEV)
     with pytest.raises(RuntimeError, match="bins must be > 0"):
         torch.histc(d.float(), bins=0, min=0, max=3)
+    with pytest.raises(RuntimeError, match=r"torch.histc: range of \[0, inf\] is not finite"):
+        torch.histc(torch.tensor([0.0, float("inf")], device=DEV), bins=3)  # (the data's range)
     with pytest.raises(RuntimeError, match="non-negative"):
         torch.bincount(d - 5)
     with pytest.raises(RuntimeError, match="1-d"):

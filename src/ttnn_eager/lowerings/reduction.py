@@ -187,13 +187,20 @@ def _result(counts: api.Handle, dtype: torch.dtype) -> api.Handle:
                                     "arange", "eq", "sum"], needs=TILE,
           notes="PyTorch's bin rule ((x - min) * bins / (max - min), floored; max in the last bin; values outside "
                 "[min, max] skipped) in float32, counted as a one-hot sum (exact); integer inputs too, as CUDA "
-                "(the CPU kernel takes floats only); min == max (the range from the data) runs on the CPU fallback")
+                "(the CPU kernel takes floats only); min == max: the data's range, one read of its extremes")
 def histc(x, bins=100, min=0, max=0):
     if bins <= 0:
         raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
     lo, hi = float(min), float(max)
-    if lo == hi:
-        raise Unfit("min == max: the range comes from the data (a device read)")
+    if lo == hi and x.shape.numel():  # the range of the data: one read of its extremes (as PyTorch's kernels)
+        if x.dtype.is_floating_point:
+            lo, hi = (float(api.download(_reduce(op, x, None, False)).item()) for op in ("min", "max"))
+        else:
+            lo, hi = map(float, value_range(x, exact=True))
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
+    if lo == hi:  # (every value equal, or no value)
+        lo, hi = lo - 1, hi + 1
     if lo > hi:
         raise RuntimeError(f"torch.histc(): max must be larger than min")
     if x.dtype.is_floating_point and x.dtype != torch.float32 and x.dtype != torch.bfloat16:
