@@ -157,6 +157,10 @@ CASES = {
                                [(bf(2, 3, 7, 10),)]),
     "unique": (lambda i: (torch.unique(i), *torch.unique(i, return_inverse=True, return_counts=True)),
                [(ints(3, 17, hi=9),)]),
+    # Qwen2.5-VL's window boundaries (cu_window_seqlens): runs of equal values
+    "unique_consecutive": (lambda i: (torch.unique_consecutive(i), *torch.unique_consecutive(
+        i, return_inverse=True, return_counts=True), *torch.unique_consecutive(i, return_counts=True, dim=1)),
+                           [(ints(3, 17, hi=3),), (torch.tensor([[0, 0, 4, 4, 4, 9, 0]]),)]),
     "longformer_chunks": (lambda h: _chunk(h, 8), [(bf(4, 64, 16),)]),
     "strided_aliases": (lambda h: (h.as_strided((3, 5), (2, 1), 1), h.as_strided((2, 3, 4), (0, 16, 1)),
                                    h.as_strided((16, 64), (1, 16)), h.as_strided((4, 1, 64, 4), (4, 1024, 16, 1)),
@@ -293,7 +297,8 @@ def test_an_l1_circular_buffer_clash_is_a_refusal_that_falls_back(monkeypatch):
         torch.nn.functional.gelu(x.to(DEV))
 
 
-@covers(aten.linalg_solve_triangular.default, aten.unfold.default, aten.bucketize.Tensor, aten._unique2.default)
+@covers(aten.linalg_solve_triangular.default, aten.unfold.default, aten.bucketize.Tensor, aten._unique2.default,
+        aten.unique_consecutive.default)
 @FEW
 @given(n=st.sampled_from([1, 2, 5, 33, 64]), cols=st.sampled_from([1, 7, 32]), upper=st.booleans(),
        left=st.booleans(), unit=st.booleans(), data=st.data())
@@ -310,6 +315,8 @@ def test_solves_windows_and_buckets(n, cols, upper, left, unit, data):
     x, bounds = values((n, cols), data.draw), values((cols,), data.draw).sort().values
     check(lambda v, e: (torch.bucketize(v, e), torch.bucketize(v, e, right=True)), x, bounds)
     check(lambda i: torch.unique(i, return_counts=True), values((n, cols), data.draw, "int") % 7)
+    check(lambda i: torch.unique_consecutive(i, return_inverse=True, return_counts=True),
+          values((n, cols), data.draw, "int") % 3)
 
 
 @covers(aten.scatter_reduce.two, aten.upsample_nearest2d.default, aten.upsample_nearest1d.default)

@@ -113,7 +113,8 @@ OPINFO_NAMES = {"index": "__getitem__", "convolution": ("nn.functional.conv1d", 
                 "upsample_nearest2d": "nn.functional.interpolate", "upsample_bicubic2d": "nn.functional.interpolate",
                 "im2col": "nn.functional.unfold", "col2im": "nn.functional.fold", "scatter_reduce": "scatter_reduce",
                 "_weight_norm_interface": "_weight_norm_interface", "roll": "roll", "polar": "polar",
-                "_unique2": "unique"}
+                "_unique2": "unique", "_embedding_bag": "nn.functional.embedding_bag", "_euclidean_dist": "cdist",
+                "_upsample_bilinear2d_aa": "nn.functional.interpolate"}
 
 
 def _opinfos(packet: str) -> list:

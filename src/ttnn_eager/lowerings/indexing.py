@@ -232,6 +232,14 @@ def unique2(x, sorted=True, return_inverse=False, return_counts=False):
     return tuple(policy.to_device(t, x.index) for t in (values, inverse, counts))
 
 
+@lowering(aten.unique_consecutive.default, ttnn=["to_torch", "from_torch"], needs=ANY,
+          notes="the result's length is the number of runs: x read to the host, PyTorch's unique_consecutive "
+                "there, uploaded, as _unique2 (Qwen2.5-VL's window boundaries; a graph capture refuses the read)")
+def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
+    values, inverse, counts = aten.unique_consecutive.default(api.download(x), return_inverse, return_counts, dim)
+    return tuple(policy.to_device(t, x.index) for t in (values, inverse, counts))
+
+
 @lowering(aten.repeat_interleave.Tensor, ttnn=["to_torch", "from_torch"], needs=ANY,
           notes="the result's length is the repeats' sum: the repeats read to the host, PyTorch's indices "
                 "uploaded (a graph capture refuses the read)")
