@@ -67,8 +67,9 @@ def _grid(*shape, seed=0, spread=1.2):
 
 
 def _grid_samples(x, g):
-    return tuple(F.grid_sample(x, g, mode=m, padding_mode=p, align_corners=a) for m in ("bilinear", "nearest")
-                 for p in ("zeros", "border", "reflection") for a in (False, True))
+    return tuple(F.grid_sample(x, g, mode=m, padding_mode=p, align_corners=a)
+                 for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection")
+                 for a in (False, True))
 
 
 def _roi_align(x, boxes, *args):
@@ -420,7 +421,7 @@ def test_masked_select_rot90_and_moments(shape, k, data):
 @covers(aten.grid_sampler_2d.default)
 @FEW
 @given(n=st.integers(1, 3), c=st.sampled_from([1, 3, 32, 40]), h=st.integers(1, 40), w=st.integers(1, 40),
-       ho=st.integers(1, 9), wo=st.integers(1, 9), mode=st.sampled_from(["bilinear", "nearest"]),
+       ho=st.integers(1, 9), wo=st.integers(1, 9), mode=st.sampled_from(["bilinear", "nearest", "bicubic"]),
        padding=st.sampled_from(["zeros", "border", "reflection"]), align=st.booleans(), data=st.data())
 def test_grid_sample(n, c, h, w, ho, wo, mode, padding, align, data):
     x, g = values((n, c, h, w), data.draw), _grid(n, ho, wo, 2, seed=data.draw(st.integers(0, 99)), spread=1.5)
@@ -438,24 +439,26 @@ def test_grid_sample_positions_are_float32():
     the input) it is closer to float32 PyTorch than PyTorch's own bfloat16 kernel is."""
     x, g = bf(8, 32, 20, 20), _grid(8, 300, 4, 2, seed=4)
     for mode, padding, align in (("bilinear", "zeros", False), ("bilinear", "reflection", True),
-                                 ("nearest", "border", False)):
+                                 ("nearest", "border", False), ("bicubic", "zeros", True), ("bicubic", "border", False),
+                                 ("bicubic", "reflection", False), ("bicubic", "reflection", True)):
         ref = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
         with ttnn_eager.strict():
             out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode=padding, align_corners=align).cpu()
         assert ((out - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all(), (mode, (out - ref).abs().max())
     x, g = torch.randn(8, 32, 20, 20, generator=torch.Generator().manual_seed(5)), torch.rand(8, 300, 4, 2) * 2.5 - 1.25
-    ref = F.grid_sample(x, g, align_corners=False)
-    cpu_bf16 = F.grid_sample(x.bfloat16(), g.bfloat16(), align_corners=False).float()
-    with ttnn_eager.strict():
-        out = F.grid_sample(x.to(DEV), g.to(DEV), align_corners=False).cpu()
-    assert _pearson(out, ref) >= 0.9995 and _pearson(out, ref) > _pearson(cpu_bf16, ref)
-    assert (out - ref).abs().max() < (cpu_bf16 - ref).abs().max()
+    for mode, padding in (("bilinear", "zeros"), ("bicubic", "border")):  # bicubic: GLM-4V's position tables
+        ref = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=False)
+        cpu_bf16 = F.grid_sample(x.bfloat16(), g.bfloat16(), mode=mode, padding_mode=padding, align_corners=False)
+        with ttnn_eager.strict():
+            out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode=padding, align_corners=False).cpu()
+        assert _pearson(out, ref) >= 0.9995 and _pearson(out, ref) > _pearson(cpu_bf16.float(), ref), mode
+        assert (out - ref).abs().max() < (cpu_bf16.float() - ref).abs().max(), mode
 
 
 def test_grid_sample_float32_storage_is_float32_pytorch(restore_config):
     ttnn_eager.configure(float32_storage="float32")
     x, g = torch.randn(2, 3, 7, 10), torch.rand(2, 5, 6, 2) * 2.4 - 1.2
-    for mode in ("bilinear", "nearest"):
+    for mode in ("bilinear", "nearest", "bicubic"):
         ref = F.grid_sample(x, g, mode=mode, padding_mode="reflection", align_corners=False)
         with ttnn_eager.strict():
             out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode="reflection", align_corners=False)
@@ -464,10 +467,11 @@ def test_grid_sample_float32_storage_is_float32_pytorch(restore_config):
 
 def test_grid_sample_non_finite_positions_as_the_cpu():
     """NaN positions: NaN under zeros padding (bilinear: its weights), clamped to 0 under border/reflection,
-    as PyTorch's CPU kernel; +-inf and 1e30 positions read nothing (zeros) or the border."""
+    as PyTorch's CPU kernel; +-inf and 1e30 positions read nothing (zeros) or the border (bicubic: NaN, the
+    fraction x - floor(x) of an infinite x being NaN, under every padding)."""
     x, g = bf(2, 3, 7, 10), _grid(2, 5, 6, 2, seed=6)
     g[0, 0, 0, 0], g[0, 0, 1, 1], g[1, 2, 2, 0], g[1, 3, 3] = float("nan"), float("inf"), -float("inf"), 1e30
-    for mode in ("bilinear", "nearest"):
+    for mode in ("bilinear", "nearest", "bicubic"):
         for padding in ("zeros", "border", "reflection"):
             ref = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=False)
             out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode=padding, align_corners=False).cpu()
@@ -475,16 +479,28 @@ def test_grid_sample_non_finite_positions_as_the_cpu():
             assert torch.allclose(out, ref, atol=0.02, equal_nan=True), (mode, padding)
 
 
-def test_grid_sample_refusals_fall_back_counted():
-    """bicubic is refused (Unfit): the counted CPU fallback, with PyTorch's values; a grid sample of the wrong
-    rows would be told apart (the accuracy check can fail)."""
-    x, g = bf(2, 3, 7, 10), _grid(2, 5, 6, 2)
-    ttnn_eager.reset_stats()
-    out = F.grid_sample(x.to(DEV), g.to(DEV), mode="bicubic", align_corners=False)
-    assert ttnn_eager.stats()["fallbacks"] == 1
-    assert torch.allclose(out.cpu(), F.grid_sample(x, g, mode="bicubic", align_corners=False), atol=0.03)
-    flipped = F.grid_sample(x.to(DEV), g.flip(-1).to(DEV), align_corners=False).cpu()  # x and y swapped
-    assert (flipped - F.grid_sample(x, g, align_corners=False)).abs().max() > 0.5
+def test_grid_sample_bicubic_pads_each_tap():
+    """bicubic runs on the device (no fallback) and pads each of its 4x4 taps, not the position (PyTorch's
+    get_value_bounded): padding the position first, as bilinear does, would be told apart near the border; so
+    would a grid sample of the wrong rows (x and y swapped)."""
+    x, g = bf(2, 3, 7, 10), _grid(2, 5, 6, 2, spread=1.1)
+    for padding in ("border", "reflection"):
+        ref = F.grid_sample(x, g, mode="bicubic", padding_mode=padding, align_corners=False)
+        ttnn_eager.reset_stats()
+        with ttnn_eager.strict():
+            out = F.grid_sample(x.to(DEV), g.to(DEV), mode="bicubic", padding_mode=padding, align_corners=False).cpu()
+        assert ttnn_eager.stats()["fallbacks"] == 0
+        assert ((out - ref).abs() <= ref.abs() * 2 ** -8 + 1e-5).all(), (padding, (out - ref).abs().max())
+        size = torch.tensor([10, 7])
+        pixel = ((g + 1) * size / 2 - 0.5).clamp(min=0) if padding == "border" else None
+        if pixel is not None:  # the position clamped first, then sampled: other values near the border
+            pixel = torch.minimum(pixel, size - 1)
+            clamped_first = F.grid_sample(x, (pixel + 0.5) * 2 / size - 1, mode="bicubic", padding_mode=padding,
+                                          align_corners=False)
+            assert (clamped_first - ref).abs().max() > 0.05
+        flipped = F.grid_sample(x.to(DEV), g.flip(-1).to(DEV), mode="bicubic", padding_mode=padding,
+                                align_corners=False).cpu()
+        assert (flipped - ref).abs().max() > 0.5
 
 
 @FEW

@@ -514,7 +514,9 @@ def _grid_sample(z):
     g = torch.stack([z[0, 0], -z[0, 0]], -1)[None] if z.numel() else torch.zeros(1, 0, 1, 2, device=z.device)
     return tuple(F.grid_sample(z, g, mode=m, padding_mode=p, align_corners=a)
                  for m, p, a in (("bilinear", "zeros", False), ("nearest", "border", True),
-                                 ("bilinear", "reflection", True), ("nearest", "reflection", False)))
+                                 ("bilinear", "reflection", True), ("nearest", "reflection", False),
+                                 ("bicubic", "zeros", True), ("bicubic", "border", False),
+                                 ("bicubic", "reflection", False)))
 
 
 def _losses(x2, i):

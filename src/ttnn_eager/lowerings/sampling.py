@@ -11,6 +11,9 @@ pixel, and PyTorch's own decomposition run in bfloat16 lands 5% away from the CP
                   (|x| mod 2*span by a floor of the quotient, min(extra, 2*span - extra)), then clamped
     bilinear      x0 = floor(x), weights e = 1 - (x - x0) and w = x - x0 of columns x0 and x0 + 1
     nearest       round(x), halves to even (std::nearbyint)
+    bicubic       unpadded x: the taps floor(x) - 1 .. floor(x) + 2, each padded on its own (get_value_bounded),
+                  weighted by the cubic convolution coefficients (A = -0.75) of t = x - floor(x); the 4x4 taps
+                  of a point are 16 reads (vision position tables of GLM-4V / GLM-4.5V)
 
 The corners are then read by one ttnn.embedding each: the input channels-last as a table of N*H*W rows of C
 ([N, C, H, W] -> [N, H, W, C] -> [N*H*W, C]), the row of corner (n, y, x) being n*H*W + y*W + x, computed in
@@ -21,11 +24,11 @@ The gathered bfloat16 rows are weighted and summed in float32 and rounded once t
 [N*Ho*Wo, C] -> [N, C, Ho, Wo]. Against float32 PyTorch on bfloat16-exact inputs the result is within one
 bfloat16 rounding; with float32 storage it is float32 PyTorch (tests/test_breadth.py).
 
-Refused (Unfit: the counted CPU fallback): bicubic (interpolation_mode 2), inputs of 2**24 or more positions
-(N*H*W: the row numbers would not be exact in float32), and grids whose working set would pass WORKING_BYTES
-(each [N, Ho*Wo, 1] float32 column is padded to 32 wide in TILE: 128 bytes per sampled point, ~16 of them
-live, plus the gathered rows). Empty tensors never reach the lowering (the dispatcher's zero-size path; it
-runs grid_sampler_2d's argument checks on the CPU, whose meta kernel has none).
+Refused (Unfit: the counted CPU fallback): inputs of 2**24 or more positions (N*H*W: the row numbers would
+not be exact in float32), and grids whose working set would pass WORKING_BYTES (each [N, Ho*Wo, 1] float32
+column is padded to 32 wide in TILE: 128 bytes per sampled point, ~16 of them live, ~48 for bicubic, plus the
+gathered rows). Empty tensors never reach the lowering (the dispatcher's zero-size path; it runs
+grid_sampler_2d's argument checks on the CPU, whose meta kernel has none).
 """
 from __future__ import annotations
 
@@ -62,12 +65,15 @@ def _reflect(x, size: int, align_corners: bool):
     return out if align_corners else _run("subtract", out, 0.5)
 
 
-def _source(g, size: int, padding_mode: int, align_corners: bool):
-    """The float32 source position along an axis of `size` of the normalized coordinates g (float32)."""
+def _unnormalize(g, size: int, align_corners: bool):
+    """The float32 source position along an axis of `size` of the normalized coordinates g (float32), unpadded."""
     if align_corners:
-        x = _run("multiply", _run("add", g, 1.0), (size - 1) / 2)
-    else:
-        x = _run("subtract", _run("multiply", _run("add", g, 1.0), size / 2), 0.5)
+        return _run("multiply", _run("add", g, 1.0), (size - 1) / 2)
+    return _run("subtract", _run("multiply", _run("add", g, 1.0), size / 2), 0.5)
+
+
+def _pad(x, size: int, padding_mode: int, align_corners: bool):
+    """Positions x under the padding mode: zeros as they are, border clamped, reflection folded then clamped."""
     if padding_mode == 2:
         x = _reflect(x, size, align_corners)
     if padding_mode in (1, 2):  # (a NaN position clamps to 0, as the CPU's vectorized max(x, 0) does)
@@ -75,22 +81,50 @@ def _source(g, size: int, padding_mode: int, align_corners: bool):
     return x
 
 
-def _taps(p, size: int, interpolation_mode: int) -> list:
-    """The samples of positions p along an axis of `size`: [(position, weight)], bilinear's x0 = floor(p) and
-    x0 + 1 (weights x0 + 1 - p and p - x0) or nearest's round(p) (weight 1). A position outside [0, size - 1]
-    is 0 with weight 0 (its weight times 0: NaN stays NaN, as on the CPU)."""
+def _taps(p, size: int, interpolation_mode: int, padding_mode: int, align_corners: bool) -> list:
+    """The samples of unnormalized positions p along an axis of `size`: [(position, weight)]. Bilinear and
+    nearest pad p first, then read floor(p) and floor(p) + 1 (weights 1 - t and t of t = p - floor(p)) or
+    round(p) (weight 1); bicubic reads floor(p) - 1 .. floor(p) + 2 with the cubic convolution coefficients of
+    t, each tap padded on its own (GridSamplerKernel.cpp's get_value_bounded). A position outside
+    [0, size - 1] is 0 with weight 0 (its weight times 0: NaN stays NaN, as on the CPU)."""
+    if interpolation_mode == 2:
+        low = _run("floor", p)
+        t = _run("subtract", p, low)
+        return [_bounded(_pad(_run("add", low, float(step)) if step else low, size, padding_mode, align_corners),
+                         weight, size) for step, weight in zip((-1, 0, 1, 2), _cubic(t))]
+    p = _pad(p, size, padding_mode, align_corners)
     if interpolation_mode == 1:
-        near = _run("round", p)
-        inside = _inside(near, 0.0, float(size - 1))
-        return [(_run("where", inside, near, 0.0), inside)]
+        return [_bounded(_run("round", p), None, size)]
     low = _run("floor", p)
     toward_high = _run("subtract", p, low)
-    taps = []
-    for step, weight in ((0, _run("rsub", toward_high, 1.0)), (1, toward_high)):
-        inside = _inside(low, -step, float(size - 1 - step))
-        position = _run("add", low, float(step)) if step else low
-        taps.append((_run("where", inside, position, 0.0), _run("multiply", weight, inside)))
-    return taps
+    return [_bounded(position, weight, size)
+            for position, weight in ((low, _run("rsub", toward_high, 1.0)), (_run("add", low, 1.0), toward_high))]
+
+
+def _bounded(position, weight, size: int):
+    """(position, weight) read as (0, 0 * weight) where the position is outside [0, size - 1] (weight None: 1)."""
+    inside = _inside(position, 0.0, float(size - 1))
+    return _run("where", inside, position, 0.0), inside if weight is None else _run("multiply", weight, inside)
+
+
+CUBIC_A = -0.75  # PyTorch's cubic convolution constant (UpSample.h)
+
+
+def _cubic(t) -> list:
+    """The cubic convolution coefficients of taps -1, 0, 1, 2 at fraction t, in the CPU kernel's order of
+    operations (get_cubic_coefficients): ((A*x - 5A)*x + 8A)*x - 4A for 1 < x < 2, ((A+2)*x - (A+3))*x*x + 1
+    for x <= 1, x the distance to the tap."""
+    a = CUBIC_A
+
+    def far(x):
+        inner = _run("add", _run("multiply", _run("subtract", _run("multiply", x, a), 5 * a), x), 8 * a)
+        return _run("subtract", _run("multiply", inner, x), 4 * a)
+
+    def near(x):
+        inner = _run("multiply", _run("subtract", _run("multiply", x, a + 2), a + 3), x)
+        return _run("add", _run("multiply", inner, x), 1.0)
+
+    return [far(_run("add", t, 1.0)), near(t), near(_run("rsub", t, 1.0)), far(_run("rsub", t, 2.0))]
 
 
 def _table(x):
@@ -126,13 +160,13 @@ def _inside(x, low: float, high: float):
           ttnn=["typecast", "slice", "arange", "add", "subtract", "rsub", "multiply", "floor", "round", "abs", "divide",
                 "minimum", "isnan", "clamp", "ge", "le", "where", "permute", "reshape", "embedding"],
           needs={"input": TILE_FLOAT, "grid": TILE_FLOAT},
-          notes="bilinear and nearest, padding zeros/border/reflection, align_corners either way: positions and "
-                "weights in float32, each corner one ttnn.embedding of the channels-last input; bicubic, "
-                "inputs of 2**24+ positions and working sets beyond 2 GiB Unfit")
+          notes="bilinear, nearest and bicubic, padding zeros/border/reflection, align_corners either way: "
+                "positions and weights in float32, each corner (bicubic: each of 16 taps) one ttnn.embedding of "
+                "the channels-last input; inputs of 2**24+ positions and working sets beyond 2 GiB Unfit")
 def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
-    if interpolation_mode not in (0, 1) or padding_mode not in (0, 1, 2):
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
         raise Unfit(f"grid_sampler_2d: interpolation_mode {interpolation_mode}, padding_mode {padding_mode} "
-                    "(bilinear and nearest; zeros, border and reflection)")
+                    "(bilinear, nearest and bicubic; zeros, border and reflection)")
     if len(x.shape) != 4 or len(grid.shape) != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
         raise Unfit(f"grid_sampler_2d: input {list(x.shape)} and grid {list(grid.shape)}")
     n, c, h, w = x.shape
@@ -142,22 +176,23 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
         raise Unfit("grid_sampler_2d of an empty tensor")
     if n * h * w >= EXACT_FLOAT32:
         raise Unfit(f"grid_sampler_2d: {n * h * w} input positions (row numbers exact in float32 below 2**24)")
-    if m * (16 * 32 + 3 * -(-c // 32) * 32) * 4 > WORKING_BYTES:
+    columns = 48 if interpolation_mode == 2 else 16  # float32 [N, Ho*Wo, 1] columns live at once
+    if m * (columns * 32 + 3 * -(-c // 32) * 32) * 4 > WORKING_BYTES:
         raise Unfit(f"grid_sampler_2d: {m} sampled points of {c} channels (working set beyond {WORKING_BYTES} B)")
     g = reshape(policy.to_float32(grid), (n, ho * wo, 2))
-    gx = _source(slice_handle(g, 2, 0, 1), w, padding_mode, align_corners)  # [N, Ho*Wo, 1] each
-    gy = _source(slice_handle(g, 2, 1, 2), h, padding_mode, align_corners)
+    gx = _unnormalize(slice_handle(g, 2, 0, 1), w, align_corners)  # [N, Ho*Wo, 1] each
+    gy = _unnormalize(slice_handle(g, 2, 1, 2), h, align_corners)
     base = api.create("arange", (0, n * h * w, h * w), api.FLOAT32, api.TILE, x.index, torch.float32)
     base = reshape(base, (n, 1, 1))
 
-    x_taps, y_taps = (_taps(gx, w, interpolation_mode), _taps(gy, h, interpolation_mode))
+    x_taps = _taps(gx, w, interpolation_mode, padding_mode, align_corners)
+    y_taps = _taps(gy, h, interpolation_mode, padding_mode, align_corners)
     y_taps = [(_run("add", _run("multiply", y, float(w)), base), weight) for y, weight in y_taps]  # row offsets
     table = _table(x)
     out = None
     for y_row, y_weight in y_taps:
         for x_col, x_weight in x_taps:
-            weight = x_weight if y_weight is None else _run("multiply", y_weight, x_weight)
-            out = _accumulate(out, table, _run("add", y_row, x_col), weight, x.dtype)
+            out = _accumulate(out, table, _run("add", y_row, x_col), _run("multiply", y_weight, x_weight), x.dtype)
     return _channels_first(out, x.dtype, (n, c, ho, wo))
 
 
