@@ -175,10 +175,13 @@ def flip(x, dims):
     return out
 
 
-def _host_result(x: api.Handle, fn) -> api.Handle:
-    """fn of x's value read back to the host, uploaded: for ops whose result's shape depends on the values
-    (one device-to-host read, as PyTorch's CUDA kernels sync; a graph capture refuses it)."""
-    return policy.to_device(fn(api.download(x)), x.index)
+def _host_result(x: api.Handle, fn):
+    """fn of x's value read back to the host, uploaded (each tensor of a tuple): for ops whose result's shape
+    depends on the values (one device-to-host read, as PyTorch's CUDA kernels sync; a graph capture refuses it)."""
+    out = fn(api.download(x))
+    if isinstance(out, tuple):
+        return tuple(policy.to_device(t, x.index) for t in out)
+    return policy.to_device(out, x.index)
 
 
 @lowering(aten.nonzero.default, ttnn=["to_torch", "from_torch"], needs=ANY,
@@ -228,16 +231,14 @@ def rot90(x, k=1, dims=(0, 1)):
           notes="torch.unique: the result's length is the number of distinct values: x read to the host, "
                 "PyTorch's _unique2 there (values, inverse, counts), uploaded (a graph capture refuses the read)")
 def unique2(x, sorted=True, return_inverse=False, return_counts=False):
-    values, inverse, counts = aten._unique2.default(api.download(x), sorted, return_inverse, return_counts)
-    return tuple(policy.to_device(t, x.index) for t in (values, inverse, counts))
+    return _host_result(x, lambda v: aten._unique2.default(v, sorted, return_inverse, return_counts))
 
 
 @lowering(aten.unique_consecutive.default, ttnn=["to_torch", "from_torch"], needs=ANY,
           notes="the result's length is the number of runs: x read to the host, PyTorch's unique_consecutive "
                 "there, uploaded, as _unique2 (Qwen2.5-VL's window boundaries; a graph capture refuses the read)")
 def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
-    values, inverse, counts = aten.unique_consecutive.default(api.download(x), return_inverse, return_counts, dim)
-    return tuple(policy.to_device(t, x.index) for t in (values, inverse, counts))
+    return _host_result(x, lambda v: aten.unique_consecutive.default(v, return_inverse, return_counts, dim))
 
 
 @lowering(aten.repeat_interleave.Tensor, ttnn=["to_torch", "from_torch"], needs=ANY,

@@ -1109,14 +1109,16 @@ NOTES = {
     "0.99926).",
     "fastspeech2_conformer_with_hifigan": "as fastspeech2_conformer. With `configure(math_fidelity=\"HiFi4\")` "
     "fastspeech2_conformer's shapes are the CPU's (Pearson 0.99922).",
-    "efficientnet": "shrunk to depth multiplier 1.0 (B0's 16 blocks) at 224x224 (the CPU forward: 12 s), it still "
-    "times out on the device: its pooler is `nn.AvgPool2d(hidden_dim=2560, ceil_mode=True)` over a 7x7 map, and "
-    "TT-NN's avg_pool2d with a kernel larger than its input does not return (a kernel of 32 on 7x7 kills the "
-    "process: SIGSEGV in `sliding_window::generate_op_trace_metadata`). With that pool refused (a CPU fallback, "
-    "an experiment) the forward runs in 94 s at Pearson 1.0.",
-    "align": "its image tower is efficientnet's (the same avg_pool2d timeout). With that pool refused (an "
-    "experiment) the image embeddings are NaN on the device: the random-weight tower's pooled features are ~5e-23, "
-    "their squares float32 subnormals (~6e-44) that the device flushes to 0, so the L2 norm is 0 and 0/0 NaN.",
+    "efficientnet": "shrunk to depth multiplier 1.0 (B0's 16 blocks) at 224x224. Its pooler is "
+    "`nn.AvgPool2d(hidden_dim=2560, ceil_mode=True)` over a 7x7 map: TT-NN's avg_pool2d with a window wider than "
+    "its input never returned (a kernel of 32 on 7x7 killed the process: SIGSEGV in "
+    "`sliding_window::generate_op_trace_metadata`); such windows are now a sum over H and W (lowerings/pooling.py).",
+    "align": "its image tower is efficientnet's. Its image embeddings are NaN on the device: the random-weight "
+    "tower's pooled features are ~5e-23, their squares float32 subnormals (~6e-44) that the device flushes to 0 (as "
+    "Tensix does), so the L2 norm is 0 and 0/0 NaN; `image_embeds / image_embeds.norm()` has no epsilon.",
+    "videoprism": "its lowest output is `logits_per_text`, a 2x2 softmax of near-identical similarities (0.4972 to "
+    "0.5028): a Pearson over 4 values that differ in the third decimal. Every embedding and hidden state is at "
+    ">= 0.99984 (video_embeds 0.99986, text_embeds 0.99995); float32 storage gives 1.000000.",
     "pp_doclayout_v3": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
     "pp_doclayout_v4": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
 }
