@@ -89,6 +89,16 @@ def _boxes(k, width, height, batch=2, seed=0):
 
 
 CASES = {
+    # transposed convolutions with groups (depthwise: mimi's and pocket-tts' upsamplers) or dilation: the
+    # convolution of the mirrored kernel over the input spread by the stride (lowerings/conv.py)
+    "conv_transpose1d_groups": (lambda x, w, v, b: (
+        F.conv_transpose1d(x, w, b, stride=2, padding=1, output_padding=1, groups=8),
+        F.conv_transpose1d(x, v, stride=3, groups=4, dilation=2)),
+        [(bf(2, 8, 9), bf(8, 1, 4, seed=1), bf(8, 3, 3, seed=2), bf(8, seed=3))]),
+    "conv_transpose2d_groups": (lambda x, w, v: (
+        F.conv_transpose2d(x, w, stride=2, groups=6),
+        F.conv_transpose2d(x, v, padding=1, dilation=(2, 1), groups=2)),
+        [(bf(1, 6, 5, 7), bf(6, 1, 3, 3, seed=1), bf(6, 2, 2, 3, seed=2))]),
     # deformable attention (RT-DETR, D-FINE, PP-DocLayout): the H*W of its levels
     "prod_levels": (lambda s, a: (s.prod(1), s.prod(0, keepdim=True), a.prod(-1), (a > 0).prod(0)),
                     [(torch.tensor([[12, 16], [6, 8], [3, 4]]), bf(3, 4))]),

@@ -479,7 +479,8 @@ def _search(d, i):
 
 def _vision(z):
     one = torch.ones(1, 1, 1, 1, device=z.device)
-    return (F.conv2d(z, one), F.conv_transpose2d(z, one), F.max_pool2d(z, 1), *F.max_pool2d(z, 1, return_indices=True),
+    return (F.conv2d(z, one), F.conv_transpose2d(z, one), F.conv_transpose2d(z, one, stride=2, dilation=2),
+            F.conv_transpose2d(z.expand(-1, 2, -1, -1), one.expand(2, 1, 1, 1), groups=2), F.max_pool2d(z, 1), *F.max_pool2d(z, 1, return_indices=True),
             F.avg_pool2d(z, 1), aten._adaptive_avg_pool2d(z, [1, 1]), F.adaptive_max_pool2d(z, 1))
 
 

@@ -602,14 +602,17 @@ def update_in_place(op: str, dst: Handle, *args, **kwargs) -> Handle:
     return dst
 
 
-def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:
+def prepare(op: str, arg: str, source: Handle, shape=None, transform=None, **kwargs) -> Handle:
     """`ttnn.<op>(<arg>=source, **kwargs)` for an op that re-lays out a parameter into the private form a
     later op consumes (prepare_conv_weights, prepare_conv_bias), returning it on the device. These ops read
     the parameter from a host tensor, so its value is read from the device first (once per prepared form,
     counted in device_to_host), reshaped to `shape` if given. The result holds that value (its shadow, torch
     dtype and shape); its device tensor is in the op's private form. A staged source (see stage) is read
-    from the host, with no device read."""
+    from the host, with no device read. `transform`: an exact rearrangement of the value (of its shape;
+    e.g. a transposed convolution's kernel as a convolution's) applied to it and its shadow before `shape`."""
     value = source.host[0].reshape(source.shape) if source.host is not None else download(source)
+    if transform is not None:
+        value = transform(value)
     tt_dtype = FLOAT32 if source.tt_dtype == FLOAT32 else BFLOAT16
     host = ttnn.from_torch(value.float().reshape(shape or value.shape), dtype=tt_dtype)
     try:
@@ -620,8 +623,11 @@ def prepare(op: str, arg: str, source: Handle, shape=None, **kwargs) -> Handle:
         out = _retry_after_eviction(source.index, f"ttnn.{op} of a {tuple(source.shape)} parameter", err,
                                     lambda: _resolve(op)(**{arg: host}, **kwargs))
     _count(op)
-    held = source.shadow if source.shadow is None or shape is None else source.shadow.reshape(shape)
-    return Handle(out, held, source.dtype, shape or source.shape, source.index)
+    held = source.shadow
+    if held is not None and transform is not None:
+        held = transform(held.reshape(source.shape))
+    held = held if held is None or shape is None else held.reshape(shape)
+    return Handle(out, held, source.dtype, shape or (value.shape if transform else source.shape), source.index)
 
 
 

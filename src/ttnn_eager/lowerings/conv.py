@@ -34,9 +34,18 @@ Grouped convolutions that are not depthwise (ResNeXt, RegNet, SqueezeBERT's grou
 channel multiplier) are TT-NN conv2d's own `groups=` (its prepared weight is the block-diagonal
 [out, in, kh, kw]: `groups` times the kernel's bytes).
 
+Transposed convolutions with groups or dilation (TT-NN's conv_transpose2d here: groups 1, dilation 1; mimi's
+and pocket-tts' depthwise ConvTranspose1d upsamplers) are the convolution, stride 1 and the same dilation, of
+the mirrored kernel over the input spread by the stride (stride - 1 zeros after each element: a reshape to
+[N, C, H, 1, W, 1] and a pad) and padded by dilation * (kernel - 1) - padding on each side, plus
+output_padding at the end (a negative pad crops): PyTorch's transposed convolution exactly. A depthwise one
+is then the sum of shifted windows above with the taps reversed; any other its kernel [in, out / groups, kh,
+kw] rearranged to [out, in / groups, kh, kw] (each group's block transposed, mirrored: done on the host
+value by the weight's preparation, api.prepare's transform) for TT-NN conv2d's groups=. The spread input
+is stride times larger per dimension (its zeros multiplied too): the price of one route for every case.
+
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming op and argument):
-3-D convolutions (TT-NN has no route: the dispatcher then decomposes them into one conv2d, core/convolution.py)
-and transposed convolutions with groups or dilation.
+3-D convolutions (TT-NN has no route: the dispatcher then decomposes them into one conv2d, core/convolution.py).
 """
 from __future__ import annotations
 
@@ -59,11 +68,12 @@ def _pair(v, n: int) -> tuple:
     return v * n if len(v) == 1 else v
 
 
-def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False):
+def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, transform=None):
     """The conv weight and bias in conv2d's (or conv_transpose2d's) form for `spec` (made once:
-    layout.prepared)."""
+    layout.prepared). `transform`: a transposed convolution's kernel rearranged as a convolution's
+    (_as_conv_kernel), for conv2d."""
     op = "conv_transpose2d" if transposed else "conv2d"
-    key = (op, input_dtype, tuple(sorted(spec.items())))
+    key = (op, input_dtype, tuple(sorted(spec.items())), transform is not None)
     common = dict(input_memory_config=api.enum("DRAM_MEMORY_CONFIG"), input_layout=api.TILE, **spec,
                   device=api.device(weight.index), input_dtype=input_dtype, conv_config=_config(input_dtype))
     prepare_w, prepare_b, extra = "prepare_conv_weights", "prepare_conv_bias", {}
@@ -72,9 +82,11 @@ def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False):
             {"mirror_kernel": True}
 
     def weights(h):
-        shape = tuple(h.shape) if len(h.shape) == 4 else (h.shape[0], h.shape[1], 1, h.shape[2])  # 1-d
-        return api.prepare(prepare_w, "weight_tensor", h, shape, weights_format="IOHW" if transposed else "OIHW",
-                           has_bias=bias is not None, **common, **extra)
+        shape = tuple(h.shape) if transform is None else tuple(transform(torch.empty(h.shape)).shape)
+        shape = shape if len(shape) == 4 else (shape[0], shape[1], 1, shape[2])  # 1-d
+        return api.prepare(prepare_w, "weight_tensor", h, shape, transform=transform,
+                           weights_format="IOHW" if transposed else "OIHW", has_bias=bias is not None, **common,
+                           **extra)
 
     w = policy.prepared(weight, key, weights)
     b = None
@@ -98,9 +110,6 @@ def _check(x, weight, groups, transposed, dilation):
     if nd not in (1, 2):
         raise Unfit(f"convolution: {nd}-d convolution has no TT-NN route (conv1d/conv2d only)")
     c_in = x.shape[1]
-    if transposed and (groups != 1 or any(d != 1 for d in dilation)):
-        raise Unfit(f"convolution: transposed with groups={groups}, dilation={list(dilation)} "
-                    f"(TT-NN conv_transpose2d here: groups 1, dilation 1)")
     if x.shape.numel() == 0:
         raise Unfit("convolution: empty input")
 
@@ -110,25 +119,30 @@ def _depthwise(x, weight, groups) -> bool:
     return groups > 1 and groups == x.shape[1] == weight.shape[0] and weight.shape[1] == 1
 
 
-def _taps(weight, dtype):
+def _taps(weight, dtype, flipped: bool = False):
     """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by: kept
     (made once from its staged host value: layout.prepared) as a block [C, kh*kw] of a shared pack and read
-    back by a slice and a transpose (up to 32 taps; a larger kernel, e.g. 7x7, is kept as [kh*kw, C] TILE)."""
+    back by a slice and a transpose (up to 32 taps; a larger kernel, e.g. 7x7, is kept as [kh*kw, C] TILE).
+    `flipped`: the kernel mirrored in both spatial dimensions (reversing its row-major taps), for a transposed
+    convolution."""
     kk = math.prod(weight.shape[2:])
 
     def make(h):
         value = h.host[0].reshape(h.shape) if h.host is not None else api.download(h)
         value = value.float().reshape(h.shape[0], -1)
+        if flipped:
+            value = value.flip(1)
         if kk <= api.TILE_SIZE and api.recording is None:
             return policy.pack(value, h.index, h.dtype)
         return api.upload(value.t().contiguous(), dtype, api.TILE, h.index, dtype=h.dtype)
-    form = policy.prepared(weight, ("depthwise_taps", dtype), make)
+    form = policy.prepared(weight, ("depthwise_taps", dtype, flipped), make)
     return form if type(form) is api.Handle else permute_handle(policy.unpack(form), (1, 0))
 
 
-def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int):
+def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int, flipped=False):
     """A depthwise convolution of x [N, C, H, W] as sum over taps (i, j) of w[:, i, j] * the window of the
-    zero-padded input that tap sees (see the module docstring); NCHW in and out."""
+    zero-padded input that tap sees (see the module docstring); NCHW in and out (`flipped`: the kernel
+    mirrored, for a transposed convolution)."""
     n, c, h, w = x.shape
     kh, kw = kernel
     nhwc = permute_handle(x, (0, 2, 3, 1))
@@ -144,13 +158,45 @@ def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int,
             windows.append(reshape(part, (1, n * oh, ow, c)))
     kk = kh * kw
     stacked = cat(windows, 0) if kk > 1 else windows[0]
-    taps = reshape(_taps(weight, x.tt_dtype), (kk, 1, 1, c))
+    taps = reshape(_taps(weight, x.tt_dtype, flipped), (kk, 1, 1, c))
     out = api.run("mul", stacked, taps)
     if kk > 1:
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
     if bias is not None:
         out = api.run("add", out, _row(bias))
     return permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
+
+
+def _depthwise_transposed(x, weight, bias, kernel, stride, padding, dilation, output_padding, oh, ow):
+    """A depthwise transposed convolution as the depthwise convolution (stride 1, the same dilation) of the
+    mirrored kernel over the spread and padded input (_spread)."""
+    x = _spread(x, stride, kernel, padding, dilation, output_padding)
+    return _depthwise_taps(x, weight, bias, kernel, (1, 1), (0, 0), dilation, oh, ow, flipped=True)
+
+
+def _as_conv_kernel(groups: int):
+    """A transposed convolution's kernel [in, out / groups, *k] as the convolution's [out, in / groups, *k]
+    that computes it over the spread and padded input (_spread): each group's block transposed, mirrored."""
+    def transform(w):
+        c_in, o_g, *k = w.shape
+        w = w.reshape(groups, c_in // groups, o_g, *k).transpose(1, 2).reshape(groups * o_g, c_in // groups, *k)
+        return w.flip(list(range(2, w.dim())))
+    return transform
+
+
+def _spread(x, stride, kernel, padding, dilation, output_padding):
+    """A transposed convolution's input [N, C, H, W] as the input of the (stride 1) convolution of the
+    mirrored kernel that computes it: stride - 1 zeros after each element (reshaped to [N, C, H, 1, W, 1]
+    and padded), then padded by dilation * (kernel - 1) - padding on each side, plus output_padding at the
+    end (negative: cropped) -- PyTorch's transposed convolution exactly."""
+    n, c, h, w = x.shape
+    sh, sw = stride
+    if sh > 1 or sw > 1:  # the stride's zeros, also sh - 1 (sw - 1) after the last element: cropped below
+        x = constant_pad_nd(reshape(x, (n, c, h, 1, w, 1)), (0, sw - 1, 0, 0, 0, sh - 1))
+        x = reshape(x, (n, c, h * sh, w * sw))
+    (top, bottom), (left, right) = ((d * (k - 1) - p, d * (k - 1) - p + op - (s - 1)) for k, s, p, d, op in
+                                    zip(kernel, stride, padding, dilation, output_padding))
+    return constant_pad_nd(x, (left, right, top, bottom)) if top or bottom or left or right else x
 
 
 def _row(bias):
@@ -176,9 +222,10 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
           needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise as a sum of shifted windows times per-channel weights "
-                "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; 3-d convolutions "
-                "refused, then decomposed into one conv2d (core/convolution.py); transposed ones with groups or "
-                "dilation (and transposed 3-d ones) run on the CPU fallback")
+                "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; transposed ones with "
+                "groups or dilation as the convolution of the mirrored kernel over the input spread by the "
+                "stride and padded; 3-d convolutions refused, then decomposed into one conv2d "
+                "(core/convolution.py); transposed 3-d ones run on the CPU fallback")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3
@@ -189,20 +236,28 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     stride, padding, dilation = _pair(stride, 2), _pair(padding, 2), _pair(dilation, 2)
     output_padding = _pair(output_padding, 2)
     n, c, h, w = x.shape
-    out_channels = weight.shape[1] if transposed else weight.shape[0]
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
     kh, kw = (1, weight.shape[2]) if one_d else tuple(weight.shape[2:])
     oh, ow = (_out_size(size, k, s, p, d, op, transposed) for size, k, s, p, d, op in
               zip((h, w), (kh, kw), stride, padding, dilation, output_padding))
     if oh < 1 or ow < 1:
         raise RuntimeError(f"Calculated output size: ({out_channels}x{oh}x{ow}). Output size is too small")
-    if not transposed and _depthwise(x, weight, groups):
+    if transposed and _depthwise(x, weight, groups):
+        out = _depthwise_transposed(x, weight, bias, (kh, kw), stride, padding, dilation, output_padding, oh, ow)
+        return reshape(out, (n, out_channels, ow)) if one_d else out
+    transform = None
+    if transposed and (groups != 1 or any(d != 1 for d in dilation)):  # a convolution of the spread input
+        x = _spread(x, stride, (kh, kw), padding, dilation, output_padding)
+        n, c, h, w = x.shape
+        stride, padding, transposed, transform = (1, 1), (0, 0), False, _as_conv_kernel(groups)
+    elif not transposed and _depthwise(x, weight, groups):
         out = _depthwise_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow)
         return reshape(out, (n, out_channels, ow)) if one_d else out
     spec = dict(in_channels=c, out_channels=out_channels, batch_size=n, input_height=h, input_width=w,
                 kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=groups)
     if transposed:
         spec["output_padding"] = output_padding
-    pw, pb = _prepared(weight, bias, spec, x.tt_dtype, transposed)
+    pw, pb = _prepared(weight, bias, spec, x.tt_dtype, transposed, transform)
     flat = reshape(permute_handle(x, (0, 2, 3, 1)), (1, 1, n * h * w, c))
     extra = {"mirror_kernel": True} if transposed else {}
     out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=flat, weight_tensor=pw,
