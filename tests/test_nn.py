@@ -511,3 +511,35 @@ def test_float32_storage_pools_fall_back_and_convolutions_stay(restore_config):
         assert ttnn_eager.stats()["fallbacks"] == before + 1
         with ttnn_eager.strict(), pytest.raises(NotImplementedError, match="max_pool2d.*bfloat16 only"):
             F.max_pool2d(x.to(DEV), 2)
+
+
+# ------------------------------------------------------------------------------------------------ embedding bags
+def test_embedding_bag_sums_and_means_on_the_device():
+    """aten._embedding_bag (and _forward_only, F.embedding_bag without grad) as a lookup and a per-bag sum
+    (core/embedding_bag.py): sum and mean, per_sample_weights, include_last_offset, empty bags; the auxiliary
+    outputs equal the CPU kernel's; bad offsets raise PyTorch's error; max mode stays on the counted fallback."""
+    torch.manual_seed(0)
+    w = bf(50, 16)
+    for mode, weighted, last in [(0, False, False), (0, True, True), (1, False, False), (1, False, True)]:
+        idx = torch.randint(0, 50, (20,))
+        off = torch.tensor([0, 3, 3, 10, 20] if last else [0, 3, 3, 10])  # (an empty bag: 3..3)
+        psw = bf(20).abs() if weighted else None
+        for op in (aten._embedding_bag.default, aten._embedding_bag_forward_only.default):
+            ref = op(w, idx, off, False, mode, False, psw, last, -1)
+            with ttnn_eager.strict():
+                out = op(w.to(DEV), idx.to(DEV), off.to(DEV), False, mode, False,
+                         None if psw is None else psw.to(DEV), last, -1)
+            close(out[0], ref[0])
+            for o, r in zip(out[1:], ref[1:]):
+                assert o.device.type == "ttnn" and o.dtype == r.dtype and torch.equal(o.cpu(), r)
+    i2, p2 = torch.randint(0, 50, (6, 16)), bf(6, 16).abs()  # Kimi-K2.5's form: 2-D bags, weighted taps
+    on_device(lambda i, t, p: F.embedding_bag(i, t, per_sample_weights=p, mode="sum"), i2, w, p2)
+    bag = nn.EmbeddingBag(50, 16, mode="mean")
+    ref = bag(i2)
+    with torch.no_grad(), ttnn_eager.strict():
+        close(bag.to(DEV)(i2.to(DEV)), ref.detach())
+    with pytest.raises(RuntimeError, match=r"offsets\[0\] has to be 0"):
+        F.embedding_bag(i2.flatten().to(DEV), w.to(DEV), torch.tensor([1, 3], device=DEV))
+    ttnn_eager.reset_stats()
+    close(F.embedding_bag(i2.to(DEV), w.to(DEV), mode="max"), F.embedding_bag(i2, w, mode="max"))
+    assert ttnn_eager.stats()["fallbacks"] >= 1  # (max bags: the CPU fallback, counted)
