@@ -109,6 +109,11 @@ CASES = {
     "upsample_bilinear2d_corners": (lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
                                     [(bf(1, 2, 6, 5),)]),
     "upsample_bicubic2d": (lambda x: F.interpolate(x, size=(4, 9), mode="bicubic"), [(bf(2, 3, 5, 7),)]),
+    # antialiased downscaling (Cosmos3's vision tower): a wider filter, still one matmul per axis
+    "upsample_aa": (lambda x: (F.interpolate(x, size=(12, 17), mode="bilinear", antialias=True),
+                               F.interpolate(x, scale_factor=0.37, mode="bicubic", antialias=True),
+                               F.interpolate(x, size=(74, 20), mode="bilinear", antialias=True, align_corners=True)),
+                    [(bf(2, 3, 37, 50),)]),
     "upsample_linear1d": (lambda x: F.interpolate(x, scale_factor=2.5, mode="linear", align_corners=True),
                           [(bf(2, 3, 9),)]),
     "roll": (lambda x: torch.roll(x, (2, -1), (1, 3)), [(bf(2, 5, 7, 3),)]),
@@ -279,16 +284,31 @@ def test_padding(dims, pads, value, crop):
     on_device(lambda x: F.pad(x, constant, value=value), x)
 
 
-@covers(aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default, aten.upsample_linear1d.default)
+@covers(aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default, aten.upsample_linear1d.default,
+        aten._upsample_bilinear2d_aa.default, aten._upsample_bicubic2d_aa.default)
 @FEW
 @given(mode=st.sampled_from(["linear", "bilinear", "bicubic"]), corners=st.booleans(),
-       size=st.sampled_from([(2, 5), (6, 4), (9, 33)]), scale=st.sampled_from([0.5, 1.0, 1.7, 3.0]),
-       by_size=st.booleans())
-def test_upsample_interpolating(mode, corners, size, scale, by_size):
+       size=st.sampled_from([(2, 5), (6, 4), (9, 33)]), scale=st.sampled_from([0.37, 0.5, 1.0, 1.7, 3.0]),
+       by_size=st.booleans(), antialias=st.booleans())
+def test_upsample_interpolating(mode, corners, size, scale, by_size, antialias):
     x = bf(2, 3, *(size[1:] if mode == "linear" else size))
     spatial = x.shape[2:]
     kw = dict(size=tuple(max(1, int(s * scale)) for s in spatial)) if by_size else dict(scale_factor=scale)
-    on_device(lambda x: F.interpolate(x, mode=mode, align_corners=corners, **kw), x)
+    antialias = antialias and mode != "linear"  # (PyTorch's antialiasing: bilinear and bicubic)
+    if any(max(1, int(s * scale)) < 2 for s in spatial) and (antialias or scale < 0.5):
+        return  # (an antialiased output of size 1 runs on the CPU fallback: test_antialiased_size_1_falls_back)
+    on_device(lambda x: F.interpolate(x, mode=mode, align_corners=corners, antialias=antialias, **kw), x)
+
+
+def test_antialiased_size_1_falls_back():
+    """PyTorch's CPU antialiased kernels give every output row the first row's weights when the output width is
+    1 (not separable there): such calls run on the counted CPU fallback, which is PyTorch's answer."""
+    x = bf(2, 3, 6, 4)
+    ttnn_eager.reset_stats()
+    for size in ((2, 1), (1, 3)):
+        close(F.interpolate(x.to(DEV), size=size, mode="bilinear", antialias=True),
+              F.interpolate(x, size=size, mode="bilinear", antialias=True))
+    assert ttnn_eager.stats()["fallbacks"] == 2
 
 
 @covers(aten.roll.default)
