@@ -109,6 +109,11 @@ CASES = {
     "upsample_bilinear2d_corners": (lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
                                     [(bf(1, 2, 6, 5),)]),
     "upsample_bicubic2d": (lambda x: F.interpolate(x, size=(4, 9), mode="bicubic"), [(bf(2, 3, 5, 7),)]),
+    # antialiased downscaling (Cosmos3's vision tower): a wider filter, still one matmul per axis
+    "upsample_aa": (lambda x: (F.interpolate(x, size=(12, 17), mode="bilinear", antialias=True),
+                               F.interpolate(x, scale_factor=0.37, mode="bicubic", antialias=True),
+                               F.interpolate(x, size=(74, 20), mode="bilinear", antialias=True, align_corners=True)),
+                    [(bf(2, 3, 37, 50),)]),
     "upsample_linear1d": (lambda x: F.interpolate(x, scale_factor=2.5, mode="linear", align_corners=True),
                           [(bf(2, 3, 9),)]),
     "roll": (lambda x: torch.roll(x, (2, -1), (1, 3)), [(bf(2, 5, 7, 3),)]),
@@ -341,16 +346,31 @@ def test_padding(dims, pads, value, crop):
     on_device(lambda x: F.pad(x, constant, value=value), x)
 
 
-@covers(aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default, aten.upsample_linear1d.default)
+@covers(aten.upsample_bilinear2d.default, aten.upsample_bicubic2d.default, aten.upsample_linear1d.default,
+        aten._upsample_bilinear2d_aa.default, aten._upsample_bicubic2d_aa.default)
 @FEW
 @given(mode=st.sampled_from(["linear", "bilinear", "bicubic"]), corners=st.booleans(),
-       size=st.sampled_from([(2, 5), (6, 4), (9, 33)]), scale=st.sampled_from([0.5, 1.0, 1.7, 3.0]),
-       by_size=st.booleans())
-def test_upsample_interpolating(mode, corners, size, scale, by_size):
+       size=st.sampled_from([(2, 5), (6, 4), (9, 33)]), scale=st.sampled_from([0.37, 0.5, 1.0, 1.7, 3.0]),
+       by_size=st.booleans(), antialias=st.booleans())
+def test_upsample_interpolating(mode, corners, size, scale, by_size, antialias):
     x = bf(2, 3, *(size[1:] if mode == "linear" else size))
     spatial = x.shape[2:]
     kw = dict(size=tuple(max(1, int(s * scale)) for s in spatial)) if by_size else dict(scale_factor=scale)
-    on_device(lambda x: F.interpolate(x, mode=mode, align_corners=corners, **kw), x)
+    antialias = antialias and mode != "linear"  # (PyTorch's antialiasing: bilinear and bicubic)
+    if any(max(1, int(s * scale)) < 2 for s in spatial) and (antialias or scale < 0.5):
+        return  # (an antialiased output of size 1 runs on the CPU fallback: test_antialiased_size_1_falls_back)
+    on_device(lambda x: F.interpolate(x, mode=mode, align_corners=corners, antialias=antialias, **kw), x)
+
+
+def test_antialiased_size_1_falls_back():
+    """PyTorch's CPU antialiased kernels give every output row the first row's weights when the output width is
+    1 (not separable there): such calls run on the counted CPU fallback, which is PyTorch's answer."""
+    x = bf(2, 3, 6, 4)
+    ttnn_eager.reset_stats()
+    for size in ((2, 1), (1, 3)):
+        close(F.interpolate(x.to(DEV), size=size, mode="bilinear", antialias=True),
+              F.interpolate(x, size=size, mode="bilinear", antialias=True))
+    assert ttnn_eager.stats()["fallbacks"] == 2
 
 
 @covers(aten.roll.default)
@@ -572,3 +592,35 @@ def test_float32_storage_pools_fall_back_and_convolutions_stay(restore_config):
         assert ttnn_eager.stats()["fallbacks"] == before + 1
         with ttnn_eager.strict(), pytest.raises(NotImplementedError, match="max_pool2d.*bfloat16 only"):
             F.max_pool2d(x.to(DEV), 2)
+
+
+# ------------------------------------------------------------------------------------------------ embedding bags
+def test_embedding_bag_sums_and_means_on_the_device():
+    """aten._embedding_bag (and _forward_only, F.embedding_bag without grad) as a lookup and a per-bag sum
+    (core/embedding_bag.py): sum and mean, per_sample_weights, include_last_offset, empty bags; the auxiliary
+    outputs equal the CPU kernel's; bad offsets raise PyTorch's error; max mode stays on the counted fallback."""
+    torch.manual_seed(0)
+    w = bf(50, 16)
+    for mode, weighted, last in [(0, False, False), (0, True, True), (1, False, False), (1, False, True)]:
+        idx = torch.randint(0, 50, (20,))
+        off = torch.tensor([0, 3, 3, 10, 20] if last else [0, 3, 3, 10])  # (an empty bag: 3..3)
+        psw = bf(20).abs() if weighted else None
+        for op in (aten._embedding_bag.default, aten._embedding_bag_forward_only.default):
+            ref = op(w, idx, off, False, mode, False, psw, last, -1)
+            with ttnn_eager.strict():
+                out = op(w.to(DEV), idx.to(DEV), off.to(DEV), False, mode, False,
+                         None if psw is None else psw.to(DEV), last, -1)
+            close(out[0], ref[0])
+            for o, r in zip(out[1:], ref[1:]):
+                assert o.device.type == "ttnn" and o.dtype == r.dtype and torch.equal(o.cpu(), r)
+    i2, p2 = torch.randint(0, 50, (6, 16)), bf(6, 16).abs()  # Kimi-K2.5's form: 2-D bags, weighted taps
+    on_device(lambda i, t, p: F.embedding_bag(i, t, per_sample_weights=p, mode="sum"), i2, w, p2)
+    bag = nn.EmbeddingBag(50, 16, mode="mean")
+    ref = bag(i2)
+    with torch.no_grad(), ttnn_eager.strict():
+        close(bag.to(DEV)(i2.to(DEV)), ref.detach())
+    with pytest.raises(RuntimeError, match=r"offsets\[0\] has to be 0"):
+        F.embedding_bag(i2.flatten().to(DEV), w.to(DEV), torch.tensor([1, 3], device=DEV))
+    ttnn_eager.reset_stats()
+    close(F.embedding_bag(i2.to(DEV), w.to(DEV), mode="max"), F.embedding_bag(i2, w, mode="max"))
+    assert ttnn_eager.stats()["fallbacks"] >= 1  # (max bags: the CPU fallback, counted)

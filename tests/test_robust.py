@@ -506,6 +506,8 @@ def _upsample(z):
             aten.upsample_nearest1d(z[0], [2 * w]),
             aten.upsample_nearest2d(z, [2 * h, 2 * w]), aten.upsample_nearest3d(z[None], [1, 2 * h, 2 * w]),
             aten.upsample_bilinear2d(z, [2 * h + 1, 2 * w], False), aten.upsample_bicubic2d(z, [h, 2 * w], True),
+            aten._upsample_bilinear2d_aa(z, [max(h // 2, 1), 2 * w], False),
+            aten._upsample_bicubic2d_aa(z, [h, max(w // 3, 1)], True),
             aten.upsample_linear1d(z[0], [2 * w + 1], False), torch.roll(z, 1, -1), torch.roll(z, (2, -1), (2, 3)),
             torch.roll(z, 3), F.unfold(z, 1), F.fold(z.reshape(1, 1, -1), (1, z.numel()), 1) if z.numel() else z)
 

@@ -62,11 +62,11 @@ def table() -> dict:
 
 
 def get(func):
-    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE, attention.TABLE or
-    convolution.POOLS), or None."""
-    from . import attention, convolution, recurrent
+    """The decomposition of `func` (PyTorch's, or one of ours in recurrent.TABLE, attention.TABLE,
+    convolution.POOLS or embedding_bag.TABLE), or None."""
+    from . import attention, convolution, embedding_bag, recurrent
     return (table().get(func) or recurrent.TABLE.get(func) or attention.TABLE.get(func)
-            or convolution.POOLS.get(func))
+            or convolution.POOLS.get(func) or embedding_bag.TABLE.get(func))
 
 
 def of_refused(func):

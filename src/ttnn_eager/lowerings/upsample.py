@@ -137,6 +137,30 @@ def upsample_bicubic2d(x, output_size, align_corners, scales_h=None, scales_w=No
                         "upsample_bicubic2d")
 
 
+def _separable_aa(output_size) -> None:
+    """PyTorch's CPU antialiased kernels are separable except with an output of width or height 1, where they
+    give every output row the first row's weights (torch 2.14: 6x4 -> 2x1 returns two equal rows): such calls
+    run on the CPU fallback, which is PyTorch's answer."""
+    if 1 in output_size:
+        raise Unfit(f"antialiased output size {list(output_size)} (PyTorch's kernel is not separable there)")
+
+
+@lowering(aten._upsample_bilinear2d_aa.default, ttnn=["matmul", "permute"], needs=TILE_FLOAT,
+          notes=_NOTES + "; antialiased (F.interpolate(antialias=True)): its wider downscaling filter is in the weights")
+def upsample_bilinear2d_aa(x, output_size, align_corners, scales_h=None, scales_w=None):
+    _separable_aa(output_size)
+    return _interpolate(aten._upsample_bilinear2d_aa.default, x, output_size, align_corners, (scales_h, scales_w),
+                        "_upsample_bilinear2d_aa")
+
+
+@lowering(aten._upsample_bicubic2d_aa.default, ttnn=["matmul", "permute"], needs=TILE_FLOAT,
+          notes=_NOTES + "; antialiased, as bilinear's")
+def upsample_bicubic2d_aa(x, output_size, align_corners, scales_h=None, scales_w=None):
+    _separable_aa(output_size)
+    return _interpolate(aten._upsample_bicubic2d_aa.default, x, output_size, align_corners, (scales_h, scales_w),
+                        "_upsample_bicubic2d_aa")
+
+
 @lowering(aten.upsample_linear1d.default, ttnn=["matmul"], needs=TILE_FLOAT, notes=_NOTES)
 def upsample_linear1d(x, output_size, align_corners, scales=None):
     return _interpolate(aten.upsample_linear1d.default, x, output_size, align_corners, (scales,),

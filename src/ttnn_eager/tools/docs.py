@@ -64,6 +64,8 @@ def ops_md() -> str:
     ours = [(op, "recurrent.py") for op in recurrent.TABLE] + [(op, "attention.py") for op in attention.TABLE]
     ours += [(op, "convolution.py, when its lowering refuses the call") for op in convolution.TABLE]
     ours += [(op, "convolution.py") for op in convolution.POOLS]
+    from ..core import embedding_bag
+    ours += [(op, "embedding_bag.py") for op in embedding_bag.TABLE]
     out.append("\n## Decomposed by ttnn_eager\n\nOps PyTorch has no decomposition of, decomposed into lowered ops "
                "by `src/ttnn_eager/core/`:\n\n")
     out.append("".join(f"- `{op}` ({where})\n" for op, where in sorted(ours, key=lambda t: str(t[0]))))
