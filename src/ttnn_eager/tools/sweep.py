@@ -145,6 +145,8 @@ UNREACHED = {
         (_randn(2 * d.seq, d.hidden), _randn(4, d.hidden, d.intermediate // 4)),
         {"offs": torch.tensor([d.seq // 2, d.seq, 3 * d.seq // 2, 2 * d.seq], dtype=torch.int32)}),
     torch.ops.aten._is_all_true.default: lambda d: ((_randn(*d.activation(3)) > -9,), {}),  # torch._check_tensor_all
+    # an antialiased bicubic downscale of a [1, 4, 96, 64] image (OpInfo's antialiased samples are bilinear)
+    torch.ops.aten._upsample_bicubic2d_aa.default: lambda d: ((_randn(1, 4, d.seq, 64), [d.seq // 3, 40], False), {}),
     # what only torch.compile's graphs contain (features/compile): a tensor constant, the fused ops
     torch.ops.aten.lift_fresh_copy.default: lambda d: ((_randn(*d.activation(3)),), {}),
     _fused.ops.linear_activation.default: lambda d: (
