@@ -54,15 +54,17 @@ TABLE = {
 }
 
 
-def _triple(v, default=None):
+def per_dim(v, n: int, default=None) -> tuple:
+    """A pooling argument (an int, or a list of 1 or n; empty or None: `default`) as n values, as PyTorch reads
+    kernel_size, stride, padding and dilation (the 2-D pools of lowerings/pooling.py too)."""
     v = default if (v is None or (isinstance(v, (list, tuple)) and not len(v))) else v
-    v = list(v) if isinstance(v, (list, tuple)) else [v]
-    return v * 3 if len(v) == 1 else v
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    return v * n if len(v) == 1 else v
 
 
-def _pool_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+def pool_output_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
     """PyTorch's pooling output size (pooling_output_shape): a ceil_mode window must start inside the input or
-    its left padding."""
+    its left padding (the 2-D pools of lowerings/pooling.py too)."""
     out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
@@ -107,9 +109,9 @@ def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         return _empty(aten.max_pool3d_with_indices.default, x, kernel_size, stride, padding, dilation, ceil_mode)
     if x.dim() not in (4, 5) or not x.is_floating_point():
         return NotImplemented  # (PyTorch's errors and integer pools: the CPU fallback)
-    (kt, kh, kw), (pt, ph, pw), (dt, dh, dw) = _triple(kernel_size), _triple(padding), _triple(dilation)
-    st, sh, sw = _triple(stride, kernel_size)
-    ot = _pool_size(x.shape[-3], kt, st, pt, dt, ceil_mode)
+    (kt, kh, kw), (pt, ph, pw), (dt, dh, dw) = per_dim(kernel_size, 3), per_dim(padding, 3), per_dim(dilation, 3)
+    st, sh, sw = per_dim(stride, 3, kernel_size)
+    ot = pool_output_size(x.shape[-3], kt, st, pt, dt, ceil_mode)
     if ot < 1 or 2 * pt > kt or 2 * ph > kh or 2 * pw > kw:
         return NotImplemented
     images, n, t, unbatched = _frames(x)
@@ -130,9 +132,9 @@ def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
                       divisor_override)
     if x.dim() not in (4, 5) or not x.is_floating_point() or divisor_override == 0:
         return NotImplemented
-    (kt, kh, kw), (pt, ph, pw) = _triple(kernel_size), _triple(padding)
-    st, sh, sw = _triple(stride, kernel_size)
-    ot = _pool_size(x.shape[-3], kt, st, pt, 1, ceil_mode)
+    (kt, kh, kw), (pt, ph, pw) = per_dim(kernel_size, 3), per_dim(padding, 3)
+    st, sh, sw = per_dim(stride, 3, kernel_size)
+    ot = pool_output_size(x.shape[-3], kt, st, pt, 1, ceil_mode)
     if ot < 1 or 2 * pt > kt or 2 * ph > kh or 2 * pw > kw:
         return NotImplemented
     images, n, t, unbatched = _frames(x)

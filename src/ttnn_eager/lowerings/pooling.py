@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..core import layout as policy
+from ..core.convolution import per_dim, pool_output_size
 from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
@@ -31,22 +32,7 @@ _UINT16_POSITIONS = 1 << 16
 
 
 def _pair(v, default=None) -> tuple:
-    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
-        v = default
-    if isinstance(v, int):
-        return (v, v)
-    v = tuple(v)
-    return v * 2 if len(v) == 1 else v
-
-
-def _out_size(size, k, s, p, d, ceil_mode) -> int:
-    """PyTorch's pooling output size (pooling_output_shape)."""
-    eff = d * (k - 1) + 1
-    num = size + 2 * p - eff + ((s - 1) if ceil_mode else 0)
-    out = num // s + 1
-    if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or its left padding
-        out -= 1
-    return out
+    return per_dim(v, 2, default)
 
 
 def _as_batch(x, op: str):
@@ -84,8 +70,8 @@ def _window(op, x, kernel_size, stride, padding, dilation, ceil_mode):
         if p > (d * (k - 1) + 1) // 2 or k < 1:
             raise Unfit(f"{op}: padding={list(padding)} is more than half the kernel {list(kernel)}")
     n, c, h, w = x.shape
-    oh = _out_size(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
-    ow = _out_size(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
+    oh = pool_output_size(h, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
+    ow = pool_output_size(w, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
     if oh < 1 or ow < 1:
         raise Unfit(f"{op}: output size {oh}x{ow} is too small")
     return kernel, stride, padding, dilation, oh, ow
