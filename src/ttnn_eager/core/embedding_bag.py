@@ -35,9 +35,8 @@ def embedding_bag(op, weight, indices, offsets, scale_grad_by_freq=False, mode=0
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.unsqueeze(1)
     out = weight.new_zeros(bags, weight.shape[1]).index_add(0, bag.to(weight.device), rows)
-    if mode == 1:
-        sizes = torch.bincount(bag, minlength=bags).clamp(min=1).to(weight.dtype)
-        out = out / sizes.unsqueeze(1).to(weight.device)
+    if mode == 1:  # (the CPU kernel's bag_size: the count of each bag's indices)
+        out = out / aux[1].clamp(min=1).to(weight.dtype).unsqueeze(1).to(weight.device)
     return (out, *(t.to(weight.device) for t in aux))
 
 
