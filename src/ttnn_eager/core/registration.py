@@ -256,7 +256,7 @@ _REPLACED_WARNING = (
     "made before the move, the old graph) still see the old tensor. To keep Parameter identity, run such a "
     "forward under `torch.no_grad()` or `del` its output before moving, and make optimizers after the move.")
 
-_moving: list = []  # the outermost conversion's {id(original parameter): (original, new Parameter)}
+_moving: list = []  # the outermost conversion's ({id(original parameter): (original, new)}, [names replaced])
 
 
 def _replace_parameters(module, fn) -> list:
@@ -264,7 +264,7 @@ def _replace_parameters(module, fn) -> list:
     Parameter holding fn(param), its grad moved too; one per original, so ties hold), then its buffers (never
     swapped). Parameters already converted (fn returns them unchanged) stay. Returns the names replaced."""
     replaced = []
-    moved = _moving[-1]
+    moved = _moving[-1][0]
     for key, p in module._parameters.items():
         if p is None:
             continue
@@ -327,17 +327,17 @@ def _patch_module_apply() -> None:
                 raise
             # this module's own parameter (a child's failure is handled by the child's own call): its children
             # are done, its parameters and buffers are moved without swaps
-            _moving[-1].setdefault("replaced", []).extend(_replace_parameters(self, fn))
+            _moving[-1][1].extend(_replace_parameters(self, fn))
             return self
 
     @functools.wraps(apply)
     def _apply(self, fn, recurse=True):
         if _moving:
             return moved(self, fn, recurse)
-        _moving.append({})
+        _moving.append(({}, []))
         try:
             out = moved(self, fn, recurse)
-            replaced = _moving[-1].pop("replaced", [])
+            replaced = _moving[-1][1]
         finally:
             _moving.pop()
         if replaced:
