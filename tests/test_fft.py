@@ -145,6 +145,24 @@ def test_tables_are_uploaded_once():
     assert rec.stats["host_to_device"] == 0
 
 
+def test_empty_cache_drops_the_tables():
+    """The tables outlive the model that used them until torch.ttnn.empty_cache(): DRAM back at its level
+    before the first FFT, and the next FFT uploads its table again."""
+    from ttnn_eager.lowerings import fft
+    fft.clear_tables()
+    x = bf(3, 48).to(DEV)
+    torch.ttnn.empty_cache()
+    before = torch.ttnn.memory_allocated()
+    torch.fft.rfft(x)
+    assert torch.ttnn.memory_allocated() > before  # the [48, 50] table stays
+    torch.ttnn.empty_cache()
+    assert torch.ttnn.memory_allocated() == before
+    with ttnn_eager.record_ops() as rec:
+        out = torch.fft.rfft(x).cpu()
+    assert rec.stats["host_to_device"] == 1
+    assert pcc(_real(out), _real(torch.fft.rfft(x.cpu().float()))) >= 0.9999
+
+
 # ----------------------------------------------------------------------------------------------- refusals
 def test_what_is_refused_falls_back_counted_with_a_reason():
     """Beyond MAX_N, or a table beyond MAX_TABLE_BYTES (c2c of 3000: 72 MB in bfloat16): the CPU fallback,

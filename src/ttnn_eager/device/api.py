@@ -338,16 +338,30 @@ def _retry_after_eviction(index: int, what: str, err: Exception, call):
     raise _out_of_memory(err, index, what) from err
 
 
+_releasers: list = []  # functions(index) -> bool: caches of device tensors the backend keeps (FFT tables)
+
+
+def on_empty_cache(release):
+    """Register `release(index) -> bool` (a decorator): it drops a cache of device tensors kept by the
+    backend past the model that made them, and says whether it dropped any. empty_cache calls it."""
+    _releasers.append(release)
+    return release
+
+
 def empty_cache(index: int) -> bool:
     """Release the device buffers ttnn's program cache holds (every cached program: its kernel binaries and
-    its sliding-window configurations); the next call of each op builds its program again. False when there
-    was nothing to release, or while a captured ttnn trace is alive (it replays cached programs)."""
+    its sliding-window configurations) and the backend's caches of device tensors (on_empty_cache); the next
+    call of each op builds its program (and table) again. False when there was nothing to release, or while
+    a captured ttnn trace is alive (it replays cached programs on the tensors it captured)."""
     dev = _devices.get(index)
-    if dev is None or _live_traces.get(index) or not dev.num_program_cache_entries():
+    if dev is None or _live_traces.get(index):
         return False
     ttnn.synchronize_device(dev)  # (a card: no program still running uses what is freed)
-    dev.clear_program_cache()
-    return True
+    released = [release(index) for release in _releasers]  # (every one runs)
+    if dev.num_program_cache_entries():
+        dev.clear_program_cache()
+        released.append(True)
+    return any(released)
 
 
 class _OutOfMemoryGuard:

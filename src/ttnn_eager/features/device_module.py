@@ -122,8 +122,9 @@ def max_memory_reserved(device=None) -> int:
 def empty_cache() -> None:
     """Release the device memory ttnn's program cache holds on every open device (torch.cuda.empty_cache's
     counterpart): each cached program owns its kernel binaries (DRAM) and, for conv2d and the pools, its
-    sliding-window configurations in L1_SMALL, past the model that built it. The next call of each op builds
-    its program again. (An op that runs out of DRAM or L1_SMALL does this itself once before raising.)
+    sliding-window configurations in L1_SMALL, past the model that built it -- and the device tensors the
+    backend caches across calls (the FFT's DFT tables). The next call of each op builds its program (and
+    table) again. (An op that runs out of DRAM or L1_SMALL does this itself once before raising.)
     Tensors are not affected: ttnn frees a tensor's buffer when the tensor dies."""
     api = _api()
     for index in range(api.device_count()):

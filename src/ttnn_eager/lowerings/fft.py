@@ -22,7 +22,8 @@ moved last by a permute (kept before the pair's dimension of 2) and back: r2c tr
 (onesided: halved) and then runs c2c over the others; c2r runs the inverse c2c over the others first, then
 the last. The tables are computed on the host in float64 (the angle from (k t) mod n: exact for any n),
 rounded once to the device dtype, uploaded once per (device, kind, n, direction, normalization, dtype) and
-kept in a small cache (TABLE_CACHE_BYTES, least recently used out): a steady-state forward uploads none.
+kept in a small cache (TABLE_CACHE_BYTES, least recently used out): a steady-state forward uploads none;
+torch.ttnn.empty_cache() (and an out-of-memory retry) drops them.
 
 Numerics. The products run as every matmul does (policy.compute_config("matmul"): HiFi2, float32
 accumulation) with the table, in the storage dtype (bfloat16 by default), as the second operand. Measured
@@ -130,9 +131,15 @@ def table(kind: str, n: int, forward: bool, norm: int, index: int, tt_dtype, one
     return h
 
 
-def clear_tables() -> None:
-    """Drop every cached table (their device buffers are freed when nothing else holds them)."""
-    _tables.clear()
+@api.on_empty_cache
+def clear_tables(index: int | None = None) -> bool:
+    """Drop the cached tables of device `index` (None: of every device); their device buffers are freed when
+    nothing else holds them. torch.ttnn.empty_cache() and the out-of-memory retry call it. True when any was
+    dropped."""
+    keys = [key for key in _tables if index is None or key[0] == index]
+    for key in keys:
+        del _tables[key]
+    return bool(keys)
 
 
 # ----------------------------------------------------------------------------------------------- one dimension
