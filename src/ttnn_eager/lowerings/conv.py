@@ -31,8 +31,10 @@ slice and a transpose; kernels of more than 32 taps (7x7) are kept as [kk, C] TI
 column too, added as a [1, C] row.
 
 Grouped convolutions that are not depthwise (ResNeXt, RegNet, SqueezeBERT's grouped conv1d, depthwise with a
-channel multiplier) are TT-NN conv2d's own `groups=` (its prepared weight is the block-diagonal
-[out, in, kh, kw]: `groups` times the kernel's bytes).
+channel multiplier) are TT-NN conv2d's own `groups=`, whose prepared weight is the block-diagonal
+[out, in, kh, kw]: `groups` times the kernel's bytes. So they run in chunks of whole groups, as many as fill
+a multiple of 32 input channels (_chunks): each chunk one conv2d of its slice of the input channels with its
+own prepared weight (s times the chunk's kernel for s groups a chunk), the outputs concatenated.
 
 Transposed convolutions with groups or dilation (TT-NN's conv_transpose2d here: groups 1, dilation 1; mimi's
 and pocket-tts' depthwise ConvTranspose1d upsamplers) are the convolution, stride 1 and the same dilation, of
@@ -68,12 +70,16 @@ def _pair(v, n: int) -> tuple:
     return v * n if len(v) == 1 else v
 
 
-def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, transform=None):
+def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, transform=None, part=None):
     """The conv weight and bias in conv2d's (or conv_transpose2d's) form for `spec` (made once:
     layout.prepared). `transform`: a transposed convolution's kernel rearranged as a convolution's
-    (_as_conv_kernel), for conv2d."""
+    (_as_conv_kernel), for conv2d. `part` = (first, end): output channels first..end-1 only (a chunk of a
+    grouped convolution's groups: _in_chunks)."""
     op = "conv_transpose2d" if transposed else "conv2d"
-    key = (op, input_dtype, tuple(sorted(spec.items())), transform is not None)
+    key = (op, input_dtype, tuple(sorted(spec.items())), transform is not None, part)
+    if part is not None:
+        whole = transform
+        transform = (lambda w: w[part[0]:part[1]]) if whole is None else (lambda w: whole(w)[part[0]:part[1]])
     common = dict(input_memory_config=api.enum("DRAM_MEMORY_CONFIG"), input_layout=api.TILE, **spec,
                   device=api.device(weight.index), input_dtype=input_dtype, conv_config=_config(input_dtype))
     prepare_w, prepare_b, extra = "prepare_conv_weights", "prepare_conv_bias", {}
@@ -92,8 +98,10 @@ def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, t
     b = None
     if bias is not None:
         bias_kwargs = {k: v for k, v in common.items() if k != "output_padding"}
-        b = policy.prepared(bias, key, lambda h: api.prepare(prepare_b, "bias_tensor", h, (1, 1, 1, h.shape[0]),
-                                                             **bias_kwargs))
+        lo, hi = part or (0, bias.shape[0])
+        b = policy.prepared(bias, key, lambda h: api.prepare(
+            prepare_b, "bias_tensor", h, (1, 1, 1, hi - lo), transform=None if part is None else (lambda v: v[lo:hi]),
+            **bias_kwargs))
         if api.recording is None and bias.tt is not None:
             api.release(bias)  # its prepared form replaces it on the device (read again from the host)
     return w, b
@@ -257,14 +265,38 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                 kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=groups)
     if transposed:
         spec["output_padding"] = output_padding
-    pw, pb = _prepared(weight, bias, spec, x.tt_dtype, transposed, transform)
     flat = reshape(permute_handle(x, (0, 2, 3, 1)), (1, 1, n * h * w, c))
-    extra = {"mirror_kernel": True} if transposed else {}
-    out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=flat, weight_tensor=pw,
-                  bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype, conv_config=_config(x.tt_dtype),
-                  **spec, **extra)
-    out = permute_handle(reshape(out, (n, oh, ow, out_channels)), (0, 3, 1, 2))
+    chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
+    outs = []
+    for first, end in chunks:  # (one chunk: the whole convolution)
+        part, part_spec, part_flat = None, spec, flat
+        if len(chunks) > 1:
+            c_g, o_g = c // groups, out_channels // groups
+            part = (first * o_g, end * o_g)
+            part_spec = dict(spec, in_channels=(end - first) * c_g, out_channels=(end - first) * o_g,
+                             groups=end - first)
+            part_flat = api.run("slice", flat, [0, 0, 0, first * c_g], [1, 1, n * h * w, end * c_g], [1, 1, 1, 1])
+        pw, pb = _prepared(weight, bias, part_spec, x.tt_dtype, transposed, transform, part)
+        extra = {"mirror_kernel": True} if transposed else {}
+        out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
+                      bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
+                      conv_config=_config(x.tt_dtype), **part_spec, **extra)
+        outs.append(reshape(out, (n, oh, ow, part_spec["out_channels"])))
+    out = permute_handle(outs[0] if len(outs) == 1 else cat(outs, 3), (0, 3, 1, 2))
     return reshape(out, (n, out_channels, ow)) if one_d else out
+
+
+def _chunks(groups: int, c_g: int) -> list:
+    """A grouped convolution's groups as chunks [first, end) of whole groups, each of s = 32 / gcd(c_g, 32)
+    groups (the last: what is left), so that every chunk's input channels start at a multiple of 32 (a
+    tile's width: the slice stays aligned). TT-NN conv2d's groups= prepares a chunk's weight as the
+    block-diagonal [out, in, kh, kw], s times its kernel, where the whole convolution's would be `groups`
+    times (resnext50_32x4d's 32 groups of 4 channels: 8 instead of 32; its widest, 32 groups of 32: 1
+    instead of 32). The price: one slice and one conv2d per chunk, and a concat."""
+    s = 32 // math.gcd(c_g, 32)
+    if groups == 1 or s >= groups:
+        return [(0, groups)]
+    return [(j, min(j + s, groups)) for j in range(0, groups, s)]
 
 
 # ----------------------------------------------------------------------------------------------- unfold / fold
