@@ -326,6 +326,8 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                           torch.nan_to_num(x / 0, posinf=7.0)),
     "buckets": lambda x, i: (torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0], device=x.device)),
                              torch.unique(i), torch.masked_select(x, x > 0), torch.unique_consecutive(i)),
+    "cumulative_extremes": lambda x, i: (*torch.cummax(x, 0), *torch.cummin(x, -1), *torch.cummax(i, -1),
+                                         *torch.cummin(i > 0, 0)),
     "moments": lambda x, i: (*torch.var_mean(x, -1), *torch.std_mean(x)),
     "unfold": lambda x, i: x.unfold(-1, 2, 1),
     "rot90": lambda x, i: torch.rot90(x, 1, (0, -1)),
