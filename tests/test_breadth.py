@@ -194,6 +194,9 @@ CASES = {
                                        *torch.cummin(torch.flip(i, [1]), 1), *torch.cummax(m, 1)),
                       [(bf(3, 40), torch.where(ints(2, 37, hi=5) == 0, torch.arange(37), -1), mask(4, 40)),
                        (bf(5, 1), ints(5, 1, lo=-3), mask(5, 1))]),
+    # Mimi's and EnCodec's codebook lookup: torch.cdist (p=2, over 25 rows: aten._euclidean_dist), then argmin
+    "cdist": (lambda a, b: (torch.cdist(a, b), torch.cdist(a, b).argmin(-1), torch.cdist(a[0], b[0, :7])),
+              [(bf(2, 30, 16), bf(2, 40, 16, seed=1)), (bf(1, 64, 33), bf(1, 27, 33, seed=2))]),
     # torch.equal (torch.istft's window check): a Python bool, here scaling tensors so the check compares it
     "equal": (lambda a, b, i: (a * torch.equal(a, b) + 2 * torch.equal(a, a * 1), a * torch.equal(a, a[:1]),
                                i * torch.equal(i, i.float()), i * torch.equal(i, i + 1)),
@@ -463,6 +466,30 @@ def test_cummax_of_integers_beyond_float32_falls_back_counted():
     values_, indices = torch.cummax(big.to(DEV), 1)
     assert ttnn_eager.stats()["fallbacks"] == 1
     assert torch.equal(values_.cpu(), torch.cummax(big, 1).values) and torch.equal(indices.cpu(), torch.tensor([[0, 1, 1]]))
+
+
+@covers(aten._euclidean_dist.default)
+@FEW
+@given(n=st.integers(1, 70), m=st.integers(26, 90), d=st.integers(1, 70), data=st.data())
+def test_euclidean_dist(n, m, d, data):
+    x, y = values((n, d), data.draw), values((m, d), data.draw)
+    check(lambda a, b: (torch.cdist(a, b), torch.cdist(b, a).argmin(-1), aten._euclidean_dist(a, b)), x, y,
+          atol=1e-4, rtol=1e-4)
+
+
+def test_cdist_argmin_of_near_ties_as_the_cpu():
+    """A nearest-codebook search (Mimi's quantizer) between bfloat16-valued points: the distances in float32 on
+    the device pick the CPU's entry for points midway between two entries, where the decomposition with a
+    bfloat16 product would not (62% of these agree on the CPU), nor distances rounded to bfloat16 (53%)."""
+    g = torch.Generator().manual_seed(1)
+    book = torch.randn(512, 64, generator=g).to(torch.bfloat16).float()
+    i, j = torch.randint(0, 512, (300,), generator=g), torch.randint(0, 512, (300,), generator=g)
+    x = ((book[i] + book[j]) / 2 + 1e-3 * torch.randn(300, 64, generator=g)).to(torch.bfloat16).float()
+    want = torch.cdist(x[None], book[None])[0]
+    with ttnn_eager.strict():
+        got = torch.cdist(x[None].to(DEV), book[None].to(DEV))[0]
+        assert torch.equal(got.argmin(-1).cpu(), want.argmin(-1))
+    assert (got.cpu() - want).abs().max() < 1e-3
 
 
 @covers(aten.masked_select.default, aten.rot90.default, aten.var_mean.correction, aten.std_mean.correction)

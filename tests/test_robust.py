@@ -328,6 +328,7 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                              torch.unique(i), torch.masked_select(x, x > 0), torch.unique_consecutive(i)),
     "cumulative_extremes": lambda x, i: (*torch.cummax(x, 0), *torch.cummin(x, -1), *torch.cummax(i, -1),
                                          *torch.cummin(i > 0, 0)),
+    "cdist": lambda x, i: (torch.cdist(x, x), torch.cdist(x, i.float()).argmin(-1)),
     "moments": lambda x, i: (*torch.var_mean(x, -1), *torch.std_mean(x)),
     "unfold": lambda x, i: x.unfold(-1, 2, 1),
     "rot90": lambda x, i: torch.rot90(x, 1, (0, -1)),
