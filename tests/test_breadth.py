@@ -188,6 +188,15 @@ CASES = {
                           torch.fft.irfft(c, 24, dim=-1, norm="ortho"), torch.view_as_real(torch.fft.fft(c, dim=1)),
                           torch.view_as_real(torch.fft.ifft(c, norm="forward").resolve_conj())),
             [(bf(2, 6, 33), torch.complex(bf(2, 5, 13), bf(2, 5, 13, seed=1)))]),
+    # Grounding DINO's phrase blocks (generate_masks_with_special_tokens_and_transfer_map): the previous and
+    # next delimiter position by cummax / flipped cummin of int64 positions; float ties take the last index
+    "cummax_cummin": (lambda a, i, m: (*torch.cummax(a.round(), 1), *torch.cummin(a, 0), *torch.cummax(i, -1),
+                                       *torch.cummin(torch.flip(i, [1]), 1), *torch.cummax(m, 1)),
+                      [(bf(3, 40), torch.where(ints(2, 37, hi=5) == 0, torch.arange(37), -1), mask(4, 40)),
+                       (bf(5, 1), ints(5, 1, lo=-3), mask(5, 1))]),
+    # Mimi's and EnCodec's codebook lookup: torch.cdist (p=2, over 25 rows: aten._euclidean_dist), then argmin
+    "cdist": (lambda a, b: (torch.cdist(a, b), torch.cdist(a, b).argmin(-1), torch.cdist(a[0], b[0, :7])),
+              [(bf(2, 30, 16), bf(2, 40, 16, seed=1)), (bf(1, 64, 33), bf(1, 27, 33, seed=2))]),
     # torch.equal (torch.istft's window check): a Python bool, here scaling tensors so the check compares it
     "equal": (lambda a, b, i: (a * torch.equal(a, b) + 2 * torch.equal(a, a * 1), a * torch.equal(a, a[:1]),
                                i * torch.equal(i, i.float()), i * torch.equal(i, i + 1)),
@@ -414,6 +423,73 @@ def test_equal(shape, data):
     y = y.reshape(shape)
     check(lambda a, b: (a * torch.equal(a, a.clone()), a * torch.equal(a, b), a * torch.equal(a, a.unsqueeze(0)),
                         a * torch.equal(a, a.int())), x, y)
+
+
+@covers(aten.cummax.default, aten.cummin.default)
+@FEW
+@given(shape=shapes(), data=st.data())
+def test_cummax_cummin(shape, data):
+    """Values and indices exactly as the CPU's, along any dimension: floats with many ties (rounded to
+    halves: ties take the last index), integers and bools."""
+    d = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x, i, m = values(shape, data.draw), values(shape, data.draw, "int"), values(shape, data.draw, "bool")
+    check(lambda a: (*torch.cummax(a, d), *torch.cummin(a, d), *torch.cummax((a * 2).round(), d)), x)
+    check(lambda t, b: (*torch.cummax(t, d), *torch.cummin(t, d), *torch.cummin(b, d)), i, m)
+
+
+def test_cummax_cummin_nan_inf_and_signed_zeros_as_the_cpu():
+    """PyTorch's rule: a NaN sticks from where it appears, its index that of the latest NaN; ties (+-0 and
+    infinities too) take the last index."""
+    nan, inf = float("nan"), float("inf")
+    rows = torch.tensor([[nan, 1.0, nan, 2.0, 3.0, nan, -inf, 0.0],
+                         [1.0, 1.0, 0.0, nan, 5.0, 5.0, nan, 9.0],
+                         [-inf, -inf, 1.0, inf, inf, -0.0, 0.0, inf],
+                         [0.0, -0.0, 0.0, -0.0, -inf, -inf, inf, inf]])
+    for f in (torch.cummax, torch.cummin):
+        for d in (0, 1):
+            for got, want in zip(f(rows.to(DEV), d), f(rows, d)):
+                with ttnn_eager.strict():
+                    got = got.cpu()
+                assert got.dtype == want.dtype and torch.equal(got.isnan(), want.isnan())
+                assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(want))
+    assert torch.equal(torch.cummax(torch.tensor([1.0, 1.0, 0.0]).to(DEV), 0).indices.cpu(), torch.tensor([0, 1, 1]))
+    scalar = torch.tensor(2.5)
+    assert [t.cpu().item() for t in torch.cummin(scalar.to(DEV), 0)] == [2.5, 0]
+    empty = torch.cummax(torch.empty(0, 3).to(DEV), 1)
+    assert empty.values.shape == (0, 3) and empty.indices.dtype == torch.int64
+
+
+def test_cummax_of_integers_beyond_float32_falls_back_counted():
+    """Integers compared as float32 keys must be exact: values beyond 2**24 run on the CPU fallback."""
+    big = torch.tensor([[2 ** 24 + 1, 2 ** 24 + 3, 2 ** 24 + 2]])
+    ttnn_eager.reset_stats()
+    values_, indices = torch.cummax(big.to(DEV), 1)
+    assert ttnn_eager.stats()["fallbacks"] == 1
+    assert torch.equal(values_.cpu(), torch.cummax(big, 1).values) and torch.equal(indices.cpu(), torch.tensor([[0, 1, 1]]))
+
+
+@covers(aten._euclidean_dist.default)
+@FEW
+@given(n=st.integers(1, 70), m=st.integers(26, 90), d=st.integers(1, 70), data=st.data())
+def test_euclidean_dist(n, m, d, data):
+    x, y = values((n, d), data.draw), values((m, d), data.draw)
+    check(lambda a, b: (torch.cdist(a, b), torch.cdist(b, a).argmin(-1), aten._euclidean_dist(a, b)), x, y,
+          atol=1e-4, rtol=1e-4)
+
+
+def test_cdist_argmin_of_near_ties_as_the_cpu():
+    """A nearest-codebook search (Mimi's quantizer) between bfloat16-valued points: the distances in float32 on
+    the device pick the CPU's entry for points midway between two entries, where the decomposition with a
+    bfloat16 product would not (62% of these agree on the CPU), nor distances rounded to bfloat16 (53%)."""
+    g = torch.Generator().manual_seed(1)
+    book = torch.randn(512, 64, generator=g).to(torch.bfloat16).float()
+    i, j = torch.randint(0, 512, (300,), generator=g), torch.randint(0, 512, (300,), generator=g)
+    x = ((book[i] + book[j]) / 2 + 1e-3 * torch.randn(300, 64, generator=g)).to(torch.bfloat16).float()
+    want = torch.cdist(x[None], book[None])[0]
+    with ttnn_eager.strict():
+        got = torch.cdist(x[None].to(DEV), book[None].to(DEV))[0]
+        assert torch.equal(got.argmin(-1).cpu(), want.argmin(-1))
+    assert (got.cpu() - want).abs().max() < 1e-3
 
 
 @covers(aten.masked_select.default, aten.rot90.default, aten.var_mean.correction, aten.std_mean.correction)

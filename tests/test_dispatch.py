@@ -141,11 +141,11 @@ def test_cached_type_promotion_matches_torch_result_type():
 def test_fallback_warning_points_at_the_callers_line():
     d = torch.rand(3, 4).to(DEV)
     from ttnn_eager.core import dispatch
-    dispatch._warned.discard(torch.ops.aten.cummax.default)
+    dispatch._warned.discard(torch.ops.aten.cumprod.default)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.cummax(d, dim=1)
-    named = [w for w in caught if "aten.cummax.default" in str(w.message)]
+        torch.cumprod(d, dim=1)
+    named = [w for w in caught if "aten.cumprod.default" in str(w.message)]
     assert len(named) == 1 and named[0].filename == __file__
 
 

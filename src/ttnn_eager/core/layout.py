@@ -76,6 +76,7 @@ Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering 
     softmax     softmax                           HiFi4          True           False
     layer_norm  layer_norm                        HiFi4          True           False
     reduce      sum, mean, max, min               HiFi4          True           False
+    distance    matmul (cdist's x @ y^T)          HiFi4          True           False
     HiFi2 takes all 7 mantissa bits of a bfloat16 (or bfloat8_b) weight, which enters SrcA, and the top 6 of
     the activation in SrcB (numerics.py); a 32-bit Dst keeps the long (K up to 4096) accumulations of
     bert-large from being rounded to bfloat16 after every 16 products. Normalizations and reductions run
@@ -149,6 +150,7 @@ COMPUTE = {  # kind -> (math_fidelity, fp32_dest_acc, math_approx); see the modu
     "softmax": ("HiFi4", True, False),
     "layer_norm": ("HiFi4", True, False),
     "reduce": ("HiFi4", True, False),
+    "distance": ("HiFi4", True, False),  # float32 operands: a nearest-codebook argmin reads the last bits
 }
 _BOTH = (False, True)
 ARCH_CHOICES = {  # arch -> what its compute-kernel config accepts (ttnn 0.81.1)

@@ -13,7 +13,7 @@ import math
 import torch
 
 from ..core import layout as policy
-from ..core.layout import TILE
+from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import check_broadcast
@@ -134,6 +134,26 @@ def bmm(a, b):
 @lowering(aten.matmul.default, ttnn=["matmul"], needs=TILE, notes="batch dimensions broadcast as in PyTorch")
 def matmul(a, b):
     return matmul_handles(a, b)
+
+
+@lowering(aten._euclidean_dist.default, ttnn=["typecast", "matmul", "multiply", "sum", "add", "relu", "sqrt"],
+          needs=TILE_FLOAT,
+          notes="torch.cdist's p=2 form as PyTorch computes it (|x|^2 + |y|^2 - 2 x.y, clamped at 0, sqrt), all in "
+                "float32 on the device: the product at HiFi4 with a float32 accumulator, the result kept in float32 "
+                "storage (a nearest-codebook argmin after it: Mimi's, EnCodec's quantizers)")
+def euclidean_dist(x1, x2):
+    from .reduction import _reduce
+    if len(x1.shape) < 2 or len(x2.shape) < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise Unfit(f"shapes {list(x1.shape)} and {list(x2.shape)}")
+    a, b = _as_float32(x1), _as_float32(x2)
+    a, b = _broadcast_batch(a, b, True)
+    ckc = policy.compute_config("distance", a.index)
+    products = api.run("matmul", a, b, transpose_b=True, dtype=api.FLOAT32, compute_kernel_config=ckc)
+    rows = _reduce("sum", api.run("multiply", a, a), -1, True, torch.float32)       # [..., n, 1]
+    cols = _reduce("sum", api.run("multiply", b, b), -1, True, torch.float32)       # [..., m, 1]
+    cols = reshape(cols, tuple(cols.shape[:-2]) + (1, cols.shape[-2]))              # [..., 1, m]
+    squares = api.run("add", api.run("add", rows, cols), api.run("multiply", products, -2.0))
+    return api.run("sqrt", api.run("relu", squares))
 
 
 @lowering(aten._grouped_mm.default, ttnn=["arange", "typecast", "ge", "sum", "eq", "matmul", "permute", "multiply"],

@@ -1,5 +1,5 @@
-"""Search and selection: argmax/argmin, max/min (whole tensor and along a dimension), topk, sort, isin, and
-multinomial sampling -- what greedy decoding, top-k/top-p sampling and beam search do every token.
+"""Search and selection: argmax/argmin, max/min (whole tensor and along a dimension), cummax/cummin, topk, sort,
+isin, and multinomial sampling -- what greedy decoding, top-k/top-p sampling and beam search do every token.
 
     argmax      ttnn.argmax (bfloat16/float32 input; uint32 ROW_MAJOR result, tilized as the policy keeps
                 every tensor TILE). Ties: the first index, as PyTorch.
@@ -126,6 +126,68 @@ def max_dim(x, d, keepdim=False):
 def min_dim(x, d, keepdim=False):
     _floating(x, "min(dim)")
     return _reduce("min", x, d, keepdim), argmax_handle(api.run("neg", x), d, keepdim)
+
+
+# ----------------------------------------------------------------------------------------------- cummax, cummin
+# A log-step (Hillis-Steele) scan along the dimension: after the step of shift s, each position holds the
+# extreme of the 2s positions ending at it, with its index; a step combines each position's window with the
+# window s positions before it (a copy shifted along the dimension, its first s positions repeated: the same
+# window again, a no-op). Values and indices are carried in float32 (exact: indices below 2**24, bfloat16
+# values widened, integers of known range below 2**24 as float32 keys), so ttnn.where takes one dtype.
+# PyTorch's rule (cummax_cummin_helper: take element i if it is NaN, or if the running value is not NaN and
+# element i >= it): the index of the LAST maximum (ties take the later index), and a NaN sticks, its index
+# the last NaN's. Combining an earlier window p with a later one c: take p iff c is not NaN and (p is NaN or
+# p > c) -- strict, so ties keep c's later index.
+def _shifted(h: api.Handle, d: int, s: int) -> api.Handle:
+    """h shifted by s along d, its first s positions repeated in front: [h[:s], h[:-s]]."""
+    from .views import cat, slice_handle
+    size = h.shape[d]
+    return cat([slice_handle(h, d, 0, s), slice_handle(h, d, 0, size - s)], d)
+
+
+def _cumulative_extreme(x, d, compare: str, what: str):
+    from .factory import full_handle
+    from .views import expand, share
+    n = len(x.shape)
+    d = dim(d, builtins.max(n, 1))
+    size = x.shape[d] if n else 1
+    if size <= 1 or not x.shape.numel():  # one candidate per position (a 0-d tensor too): x itself, index 0
+        return share(x), full_handle(x.shape, 0, torch.int64, x.index)
+    nan = x.dtype.is_floating_point  # (integer and bool keys have none)
+    values = policy.retag(policy.to_float32(_keys(x, what)), torch.float32)
+    span = api.create("arange", (0, size, 1), api.FLOAT32, api.TILE, x.index, torch.float32)
+    indices = expand(reshape(span, [size if i == d else 1 for i in range(n)]), x.shape)
+    s = 1
+    while s < size:
+        before, before_at = _shifted(values, d, s), _shifted(indices, d, s)
+        take = api.run(compare, before, values)
+        if nan:
+            later_nan = api.run("isnan", values)
+            take = api.run("logical_and", api.run("logical_not", later_nan),
+                           api.run("logical_or", api.run("isnan", before), take))
+        values = api.run("where", take, before, values)
+        indices = api.run("where", take, before_at, indices)
+        s *= 2
+    out = policy.stored(policy.retag(values, x.dtype))
+    idx = policy.retag(indices, torch.int64)
+    idx.bounds = (0, size - 1, False)
+    return same_values(out, x, every_value=False), idx
+
+
+@lowering(aten.cummax.default, ttnn=["slice", "concat", "gt", "isnan", "logical_and", "logical_or", "logical_not",
+                                     "where", "arange", "typecast"], needs=TILE,
+          notes="a log-step scan of (value, index) pairs in float32 (ceil(log2(n)) steps of shifted copies); "
+                "ties give the last index and NaN propagates with its index, as PyTorch; integers of known "
+                "range (below 2**24: positions, token ids) as float32 keys, others on the CPU fallback")
+def cummax(x, d):
+    return _cumulative_extreme(x, d, "gt", "cummax")
+
+
+@lowering(aten.cummin.default, ttnn=["slice", "concat", "lt", "isnan", "logical_and", "logical_or", "logical_not",
+                                     "where", "arange", "typecast"], needs=TILE,
+          notes="cummax's scan with lt")
+def cummin(x, d):
+    return _cumulative_extreme(x, d, "lt", "cummin")
 
 
 @lowering(aten.topk.default, ttnn=["topk"], needs=TILE, notes="floating inputs; indices widened to uint32")

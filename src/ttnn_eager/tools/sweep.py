@@ -145,6 +145,9 @@ UNREACHED = {
         (_randn(2 * d.seq, d.hidden), _randn(4, d.hidden, d.intermediate // 4)),
         {"offs": torch.tensor([d.seq // 2, d.seq, 3 * d.seq // 2, 2 * d.seq], dtype=torch.int32)}),
     torch.ops.aten._is_all_true.default: lambda d: ((_randn(*d.activation(3)) > -9,), {}),  # torch._check_tensor_all
+    # torch.cdist's p=2 form (over 25 rows): a nearest-codebook search, as Mimi's quantizer (per-head width)
+    torch.ops.aten._euclidean_dist.default: lambda d: (
+        (_randn(d.batch, d.seq, d.hidden // d.heads), _randn(d.batch, d.intermediate, d.hidden // d.heads)), {}),
     # an antialiased bicubic downscale of a [1, 4, 96, 64] image (OpInfo's antialiased samples are bilinear)
     torch.ops.aten._upsample_bicubic2d_aa.default: lambda d: ((_randn(1, 4, d.seq, 64), [d.seq // 3, 40], False), {}),
     # what only torch.compile's graphs contain (features/compile): a tensor constant, the fused ops

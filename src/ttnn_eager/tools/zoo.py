@@ -1102,6 +1102,20 @@ NOTES = {
     "encoder's class scores of all 1029 anchors are -0.693147 +- 6e-7 (11 distinct float32 values), so which "
     "300 anchors top-k keeps is float32 rounding noise on the CPU and a tie on the device; the encoder outputs "
     "agree (>= 0.99994), the query boxes picked from them do not (0.707).",
+    "grounding-dino": "two-stage: the decoder's 900 queries are the top-900 of its 1045 encoder anchors by their "
+    "best text-token class score, in score order. The scores spread over [-13.4, 30.3] with a median gap of 0.018 "
+    "between neighbours in sorted order, while bfloat16's spacing there is up to 0.125 (the device's scores: median "
+    "error 0.11, CPU bfloat16's 0.09; the CPU's own float32 scores rounded to bfloat16 leave 511 distinct values of "
+    "1045): the kept set is the CPU's (99.7-99.8% of the anchors) but its order is noise (6-7% of the ranks agree; "
+    "CPU bfloat16: 8-10%). The outputs in rank order -- init_/intermediate_reference_points and encoder_pred_boxes "
+    "(0.549), the decoder's hidden states (0.82, 0.86: query i is learned embedding i with the rank-i anchor) -- "
+    "are other rows; the device's reference points matched to the CPU's by anchor are at 0.999997, and every "
+    "encoder output is at >= 0.99983. CPU bfloat16 gives 0.574; `configure(float32_storage=\"float32\", "
+    "shadow_numerics=\"exact\")` 1.000000. (No CPU fallback: the phrase masks' cummax/cummin are lowered.)",
+    "mm-grounding-dino": "as grounding-dino (top-900 of 1045 anchors in score order): its scores lie in [-6.26, "
+    "-0.81], median neighbour gap 0.0023 against a device error of 0.014 (median); the same set (99.7%), 8-9% of "
+    "the ranks agree (CPU bfloat16: 9%), reference points matched by anchor 0.999997; CPU bfloat16 0.540, "
+    "float32 storage 1.000000.",
     "flex_olmo": "a mixture-of-experts router on near-uniform probabilities (random weights: 0.25 +- 0.01 over 4 "
     "experts, top-2 gaps down to 3e-5), so near-ties pick other experts: layer 0 routes 6 of 48 tokens "
     "differently from the CPU (CPU bfloat16: 0), and each changed token's expert output is another function. "
