@@ -72,6 +72,32 @@ def test_a_low_pearson_is_explained_by_float32_storage_and_the_cpus_own_bfloat16
     assert 0.99 < r["cpu_bfloat16_pearson"] < 0.99999 and r["shapes_cpu_bfloat16"], r
 
 
+def test_a_detector_runs_in_bfloat16_on_the_cpu_for_explain_accuracy():
+    """torchvision's CPU nms and roi_align refuse bfloat16, and a detector's input is a list of images: without
+    _nms_in_float32 and _bfloat16 the R-CNNs had no CPU bfloat16 figure. Within it the model runs with every
+    box in bfloat16 (the detections' own dtype) and the 100 best boxes of each image; outside, torchvision's
+    functions are its own again."""
+    import torchvision.ops.boxes as box_ops
+    import torchvision.ops.poolers as poolers
+    nms, roi_align = box_ops.nms, poolers.roi_align
+    model, inputs, _ = zoo.build("torchvision:fasterrcnn_mobilenet_v3_large_320_fpn")
+    with torch.no_grad():
+        ref = model(**inputs)
+        low_inputs = zoo._bfloat16(inputs)
+        assert [x.dtype for x in low_inputs["images"]] == [torch.bfloat16] * 2
+        model = model.to(torch.bfloat16)
+        with pytest.raises(RuntimeError, match="BFloat16"):
+            model(**low_inputs)
+        with zoo._nms_in_float32():
+            low = model(**low_inputs)
+    assert (box_ops.nms, poolers.roi_align) == (nms, roi_align)
+    r = zoo.compare_outputs(low, ref)
+    assert [m for m in r["mismatches"] if "dtype" not in m] == [], r
+    assert all(d["boxes"].dtype == torch.bfloat16 and d["boxes"].shape == (100, 4) for d in low)
+    # the sorted scores (0.1 +- 0.002) agree; which boxes hold them is bfloat16's tie order (zoo.NOTES)
+    assert zoo._pearson(low[0]["scores"].float(), ref[0]["scores"]) > 0.9, r
+
+
 def test_masked_image_model_gets_the_same_noise_on_both_runs():
     """ViT-MAE masks 75% of the patches by argsort of random noise: without a shared `noise` input the CPU and
     the device draw their own (Pearson 0.02 in the sweep); with it the network is what is compared."""
