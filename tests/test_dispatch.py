@@ -72,6 +72,19 @@ def test_in_place_and_out_variants_match_cpu():
     assert torch.allclose(out.cpu(), 2 * d.cpu(), atol=0.05)
 
 
+def test_an_in_place_op_whose_functional_is_the_default_overload_runs_on_the_device():
+    """floor_divide_.Tensor's functional is floor_divide.default (DAB-DETR's position embedding): lowered, so
+    the in-place op is that lowering and a write, not the CPU fallback; an overload with other arguments
+    (bernoulli_.float against bernoulli.default) is not taken for it."""
+    from ttnn_eager.core import dispatch
+    x, y = torch.arange(-20, 20).float(), torch.full((40,), 3.0)
+    d = x.to(DEV)
+    with ttnn_eager.record_ops() as rec:
+        d.floor_divide_(y.to(DEV))
+    assert not rec.fallbacks and torch.equal(d.cpu(), x.floor_divide_(y))
+    assert dispatch.functional_of(torch.ops.aten.bernoulli_.float) is None
+
+
 def test_ops_doc_is_current():
     assert docs.ops_md() == open(f"{docs.DOCS}/ops.md").read(), "docs/ops.md is stale: run `ttnn-eager docs`"
 

@@ -584,7 +584,9 @@ def functional_of(func):
     packet = None
     if name.endswith("_") and not name.startswith("_"):
         packet = getattr(aten, name[:-1], None)
-        candidates = [func._overloadname, "int"]  # (transpose_.default's functional is transpose.int)
+        # (transpose_.default's functional is transpose.int; floor_divide_.Tensor's floor_divide.default, taken
+        # only when its arguments are the in-place op's)
+        candidates = [func._overloadname, "int", "default"]
     elif func._overloadname == "out" or func._overloadname.endswith("_out"):
         packet = getattr(aten, name, None)
         base = func._overloadname[:-4] if func._overloadname.endswith("_out") else "default"
@@ -593,9 +595,15 @@ def functional_of(func):
         return None
     for ovl in candidates:
         op = getattr(packet, ovl, None)
+        if op is not None and ovl == "default" != func._overloadname and _arguments(op) != _arguments(func):
+            continue
         if op is not None and (op in REGISTRY or decompositions.get(op) is not None):
             return op  # lowered, or decomposed into lowered ops (hardtanh_ as hardtanh: ReLU6(inplace=True))
     return None
+
+
+def _arguments(op) -> list:
+    return [(a.name, str(a.type), a.kwarg_only) for a in op._schema.arguments]
 
 
 def _inplace_view(func, functional, args, kwargs):
