@@ -24,6 +24,18 @@ def test_shrink_sets_issue_sizes_and_sub_configs():
     assert (s["text_config"]["d_model"], s["text_config"]["num_layers"]) == (64, 2)
 
 
+def test_repair_drops_key_value_sharing_that_two_layers_cannot_hold():
+    """Gemma3n's last 15 of 35 layers reuse earlier layers' caches, one producer per layer type needed before
+    them: its plain shrunk config fails on the CPU; the repair rules share none (and change nothing else)."""
+    from transformers import Gemma3nTextConfig
+    d = Gemma3nTextConfig().to_dict()
+    plain, repaired = zoo.shrink(d), zoo.shrink(d, repair=True)
+    assert plain["num_kv_shared_layers"] == 15 and repaired["num_kv_shared_layers"] == 0
+    with pytest.raises(ValueError, match="layer types producing a cache"):
+        Gemma3nTextConfig(**plain).kv_sharing_modes
+    assert Gemma3nTextConfig(**repaired).kv_sharing_modes == [None, None]
+
+
 def test_compare_outputs_finds_shape_and_dtype_differences():
     ref = {"a": torch.randn(2, 24, 8), "b": torch.arange(6)}
     good = zoo.compare_outputs({"a": ref["a"] + 1e-4, "b": ref["b"].clone()}, ref)

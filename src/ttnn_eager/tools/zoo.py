@@ -141,7 +141,11 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - Reformer's axial position embedding halves: half the hidden size each;
     - hybrids that place their attention layers by period / offset (Jamba, Zamba: 8 / 4) or by index
       (Bamba) or by a repeating pattern (RecurrentGemma's recurrent, recurrent, attention): the 2 layers
-      one of each kind (a cache of linear-attention layers alone has no sequence length)."""
+      one of each kind (a cache of linear-attention layers alone has no sequence length);
+    - layers that reuse earlier layers' key-value caches (Gemma3n's num_kv_shared_layers, 15 of 35): none,
+      since 2 layers cannot hold a producer of every layer type before the sharing ones."""
+    if _is_int(out.get("num_kv_shared_layers")):
+        out["num_kv_shared_layers"] = 0
     widths = [k for k in _H if _is_int(d.get(k)) and d[k] > 0]
     base = min(widths, key=lambda k: d[k], default=None)  # the first stage's width (Swin: embed_dim)
     new_hidden = next((out[k] for k in _H if _is_int(out.get(k)) and out[k] > 0), None)
