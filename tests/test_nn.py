@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import ttnn_eager
 
 from conftest import covers, pcc
+from ttnn_eager.device import api
 
 DEV = "ttnn:0"
 aten = torch.ops.aten
@@ -592,6 +593,38 @@ def test_float32_storage_pools_fall_back_and_convolutions_stay(restore_config):
         assert ttnn_eager.stats()["fallbacks"] == before + 1
         with ttnn_eager.strict(), pytest.raises(NotImplementedError, match="max_pool2d.*bfloat16 only"):
             F.max_pool2d(x.to(DEV), 2)
+
+
+@pytest.mark.parametrize("storage, n, c, o, size, k, stride, groups, transposed", [
+    ("float32", 286, 256, 256, 7, 3, 1, 1, False),  # the detectors' box head (fasterrcnn_resnet50_fpn_v2)
+    ("float32", 300, 128, 256, 14, 3, 2, 1, False),
+    ("float32", 260, 256, 256, 7, 3, 1, 2, False),  # grouped: batch chunks times group chunks
+    ("float32", 300, 256, 256, 7, 3, 2, 1, True),
+    ("bfloat16", 600, 256, 256, 7, 3, 1, 1, False),
+])
+def test_convolutions_of_large_batches_run_in_batch_chunks(restore_config, storage, n, c, o, size, k, stride, groups,
+                                                             transposed):
+    """TT-NN's DRAM slicing never splits the batch: a conv whose one output row of every image does not fit
+    L1 was a TT_FATAL ("DRAM Auto slice could not find valid slice configuration"; float32 storage halves the
+    batch that fits). It runs in chunks of the batch (conv._batches), exact: float32 storage against float32
+    on the CPU to float32's rounding, no fallback."""
+    from ttnn_eager.lowerings import conv
+    ttnn_eager.configure(float32_storage=storage)
+    torch.manual_seed(0)
+    x, b = torch.randn(n, c, size, size), torch.randn(o)
+    w = torch.randn(*((c, o // groups) if transposed else (o, c // groups)), k, k) / (c * k * k) ** 0.5
+    f = F.conv_transpose2d if transposed else F.conv2d
+    kw = dict(stride=stride, padding=1, groups=groups)
+    assert len(conv._batches(n, c, o, (k, k), (stride, stride), (1, 1), (1, 1),
+                             api.FLOAT32 if storage == "float32" else api.BFLOAT16)) > 1
+    with torch.no_grad(), ttnn_eager.strict():
+        out = f(x.to(DEV), w.to(DEV), b.to(DEV), **kw).cpu()
+    ref = f(x, w, b, **kw)
+    assert out.shape == ref.shape
+    if storage == "float32":
+        assert pcc(out, ref) >= 0.999999 and (out - ref).abs().max() <= 1e-4 * ref.abs().max()
+    else:
+        assert pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
 
 
 # ------------------------------------------------------------------------------------------------ embedding bags

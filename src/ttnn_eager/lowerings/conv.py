@@ -46,6 +46,11 @@ kw] rearranged to [out, in / groups, kh, kw] (each group's block transposed, mir
 value by the weight's preparation, api.prepare's transform) for TT-NN conv2d's groups=. The spread input
 is stride times larger per dimension (its zeros multiplied too): the price of one route for every case.
 
+Large batches (TT-NN's DRAM slicing splits the output's rows or columns, never the batch: TT_FATAL "DRAM Auto
+slice could not find valid slice configuration" when its smallest slice of every image does not fit L1; float32
+storage halves the batch that fits -- the two-stage detectors' box head, 3x3 convs over the 7x7 regions of
+hundreds of proposals) run in chunks of the batch that do (_batches, with the measurements), concatenated.
+
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming op and argument):
 3-D convolutions (TT-NN has no route: the dispatcher then decomposes them into one conv2d, core/convolution.py).
 """
@@ -60,7 +65,7 @@ from ..core.layout import STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .padding import constant_pad_nd
-from .views import cat, permute_handle, reshape
+from .views import cat, permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten
 
@@ -233,7 +238,8 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
                 "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; transposed ones with "
                 "groups or dilation as the convolution of the mirrored kernel over the input spread by the "
                 "stride and padded; 3-d convolutions refused, then decomposed into one conv2d "
-                "(core/convolution.py); transposed 3-d ones run on the CPU fallback")
+                "(core/convolution.py); transposed 3-d ones run on the CPU fallback; large batches in chunks "
+                "that fit TT-NN's DRAM slicing")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3
@@ -265,25 +271,70 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                 kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=groups)
     if transposed:
         spec["output_padding"] = output_padding
-    flat = reshape(permute_handle(x, (0, 2, 3, 1)), (1, 1, n * h * w, c))
     chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
-    outs = []
-    for first, end in chunks:  # (one chunk: the whole convolution)
-        part, part_spec, part_flat = None, spec, flat
-        if len(chunks) > 1:
-            c_g, o_g = c // groups, out_channels // groups
-            part = (first * o_g, end * o_g)
-            part_spec = dict(spec, in_channels=(end - first) * c_g, out_channels=(end - first) * o_g,
-                             groups=end - first)
-            part_flat = api.run("slice", flat, [0, 0, 0, first * c_g], [1, 1, n * h * w, end * c_g], [1, 1, 1, 1])
-        pw, pb = _prepared(weight, bias, part_spec, x.tt_dtype, transposed, transform, part)
-        extra = {"mirror_kernel": True} if transposed else {}
-        out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
-                      bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
-                      conv_config=_config(x.tt_dtype), **part_spec, **extra)
-        outs.append(reshape(out, (n, oh, ow, part_spec["out_channels"])))
-    out = permute_handle(outs[0] if len(outs) == 1 else cat(outs, 3), (0, 3, 1, 2))
+    rows = []
+    for b0, b1 in _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype):
+        part_x = x if b1 - b0 == n else slice_handle(x, 0, b0, b1)
+        nb = b1 - b0
+        flat = reshape(permute_handle(part_x, (0, 2, 3, 1)), (1, 1, nb * h * w, c))
+        outs = []
+        for first, end in chunks:  # (one chunk: the whole convolution)
+            part, part_spec, part_flat = None, dict(spec, batch_size=nb), flat
+            if len(chunks) > 1:
+                c_g, o_g = c // groups, out_channels // groups
+                part = (first * o_g, end * o_g)
+                part_spec.update(in_channels=(end - first) * c_g, out_channels=(end - first) * o_g,
+                                 groups=end - first)
+                part_flat = api.run("slice", flat, [0, 0, 0, first * c_g], [1, 1, nb * h * w, end * c_g],
+                                    [1, 1, 1, 1])
+            pw, pb = _prepared(weight, bias, part_spec, x.tt_dtype, transposed, transform, part)
+            extra = {"mirror_kernel": True} if transposed else {}
+            out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
+                          bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
+                          conv_config=_config(x.tt_dtype), **part_spec, **extra)
+            outs.append(reshape(out, (nb, oh, ow, part_spec["out_channels"])))
+        rows.append(outs[0] if len(outs) == 1 else cat(outs, 3))
+    out = permute_handle(rows[0] if len(rows) == 1 else cat(rows, 0), (0, 3, 1, 2))
     return reshape(out, (n, out_channels, ow)) if one_d else out
+
+
+# TT-NN conv2d with its input in DRAM (here, always) runs in slices of the output's rows or columns that each
+# fit L1 (its "DRAM auto slice"), but never slices the batch: when its L1 estimate of the smallest slice (of
+# every image) exceeds the free L1, TT_FATAL "DRAM Auto slice could not find valid slice configuration"
+# (op_slicing.cpp), from prepare_conv_weights or conv2d. Measured on the mock device (ttnn 0.81.1's own
+# estimate, 1.36 MB of L1 free): the largest batch that passes, for 7x7 images (14x14, 28x28, 7x28: the same;
+# 3x3: 938 for 256->256 float32), 3x3 kernel, padding 1, channels in -> out:
+#     float32:  16->1024 320, 64->64 960, 64->256 640, 64->1024 232, 128->128 384, 256->64 256,
+#               256->256 256 (a 5x5 kernel: 152; stride 2 from 14x14: 168), 256->1024 192, 512->512 120,
+#               1024->1024 48
+#     bfloat16: 64->1024 576, 256->256 512, 1024->1024 120, 2048->256 64
+# So the limit is the batch times the bytes of an input pixel's channels (plus about a ninth of an output
+# pixel's), the image's size barely mattering: float32 storage (4 bytes an element) halves the batch that
+# fits -- torchvision's two-stage detectors' box head, 3x3 convs of 256 channels over the 7x7 pooled regions
+# of every proposal (286 in the zoo's image), no longer fits. conv_transpose2d: not measured apart, the same
+# bound (300 x 256->256, 3x3, stride 2 failed before it). Every image's convolution is independent of the
+# others', so such a batch runs in chunks (the results concatenated): exact, one conv2d per chunk (and one
+# prepared weight per chunk size, at most two). The chunk size below is 0.26-0.73 of every measured limit.
+_BATCH_BYTES = 128 * 1024
+
+
+def _batches(n, c, o, kernel, stride, padding, dilation, tt_dtype) -> list:
+    """The batch [0, n) as chunks [b0, b1) of nearly equal size, each small enough for TT-NN's DRAM slicing
+    (see above): b * (C + O / 8) * element bytes * max(1, kernel extent / 9) * max(stride) <= _BATCH_BYTES.
+    A 1x1 kernel of stride 1 and no padding is TT-NN's matmul route (no sliding window): one chunk."""
+    if kernel == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
+        return [(0, n)]
+    extent = math.prod(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    per_image = (c + o / 8) * (4 if tt_dtype == api.FLOAT32 else 2) * max(1.0, extent / 9) * max(stride)
+    most = max(1, int(_BATCH_BYTES // per_image))
+    if n <= most:
+        return [(0, n)]
+    count = -(-n // most)
+    size, extra = divmod(n, count)
+    bounds = [0]
+    for i in range(count):
+        bounds.append(bounds[-1] + size + (i < extra))
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def _chunks(groups: int, c_g: int) -> list:
