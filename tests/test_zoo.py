@@ -36,6 +36,72 @@ def test_repair_drops_key_value_sharing_that_two_layers_cannot_hold():
     assert Gemma3nTextConfig(**repaired).kv_sharing_modes == [None, None]
 
 
+
+def test_repair_fills_expert_counts_left_none_and_keeps_a_moe_layer():
+    """dots1's default leaves its expert counts None (its experts cannot be built); LFM2-MoE's 2 dense layers
+    would leave no MoE layer in 2: the repair rules give the shrunk counts and 1 dense layer."""
+    from transformers import Dots1Config, Lfm2MoeConfig
+    d = Dots1Config().to_dict()
+    plain, repaired = zoo.shrink(d), zoo.shrink(d, repair=True)
+    assert plain["n_routed_experts"] is None and plain["num_experts_per_tok"] is None
+    assert (repaired["n_routed_experts"], repaired["num_experts_per_tok"], repaired["n_shared_experts"]) == (4, 2, 1)
+    assert Lfm2MoeConfig(**zoo.shrink(Lfm2MoeConfig().to_dict(), repair=True)).num_dense_layers == 1
+
+
+def test_repair_keeps_latent_head_dim_the_sum_of_its_parts():
+    """Mistral4's rotary part is head_dim x partial_rotary_factor (128 x 0.5 = qk_rope 64): head_dim stays
+    qk_nope + qk_rope (32), so the rotary part is qk_rope_head_dim (16) again."""
+    from transformers import Mistral4Config
+    d = Mistral4Config().to_dict()
+    assert zoo.shrink(d)["head_dim"] == 16
+    r = zoo.shrink(d, repair=True)
+    assert r["head_dim"] == r["qk_nope_head_dim"] + r["qk_rope_head_dim"] == 32
+
+
+def test_repair_gives_sub_configs_and_none_settings_what_the_model_reads():
+    """DBRX's attention reads attn_config.rope_theta and clamps by clip_qkv; Qwen4-Exp's indexer sizes, Step3p7's
+    sliding window and Cohere Compass's per-kind rotary are None / empty by default."""
+    from transformers import CohereCompassTextConfig, DbrxConfig, Qwen4ExpTextConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    Step3p5Config = CONFIG_MAPPING["step3p5"]
+    attn = DbrxConfig(**zoo.shrink(DbrxConfig().to_dict(), repair=True)).attn_config
+    assert attn.rope_theta == 10000.0 and attn.clip_qkv == 8.0
+    q = zoo.shrink(Qwen4ExpTextConfig().to_dict(), repair=True)
+    assert (q["indexer_n_heads"], q["indexer_kv_heads"], q["indexer_budget"] // q["indexer_compress_ratio"]) == (4, 1, 4)
+    assert zoo.shrink(Step3p5Config().to_dict(), repair=True)["sliding_window"] == 16
+    c = CohereCompassTextConfig(**zoo.shrink(CohereCompassTextConfig().to_dict(), repair=True))
+    assert c.rope_parameters["full_attention"]["rope_type"] == "default"
+
+
+def test_repair_places_layer_kinds_and_layer_indices_in_the_two_layers():
+    """LFM2-MoE's layer_types None and GraniteMoeHybrid's all-linear default get one layer of each kind the
+    model masks (_layer_kinds); Zamba2's hybrid_layer_ids name the kept hybrid layer; Zamba's 2 layers are
+    both hybrid (its shared block is tied from the first hybrid layer to the others)."""
+    from transformers import GraniteMoeHybridConfig, Lfm2MoeConfig, Zamba2Config, ZambaConfig
+    lfm = zoo._layer_kinds(zoo.shrink(Lfm2MoeConfig().to_dict(), repair=True), Lfm2MoeConfig)
+    assert lfm["layer_types"] == ["conv", "full_attention"]
+    granite = zoo._layer_kinds(zoo.shrink(GraniteMoeHybridConfig().to_dict(), repair=True), GraniteMoeHybridConfig)
+    assert granite["layer_types"] == ["linear_attention", "full_attention"]
+    assert zoo.shrink(Zamba2Config().to_dict())["hybrid_layer_ids"][0] == 6
+    assert zoo.shrink(Zamba2Config().to_dict(), repair=True)["hybrid_layer_ids"] == [1]
+    assert zoo.shrink(ZambaConfig().to_dict(), repair=True)["layers_block_type"] == ["hybrid", "hybrid"]
+
+
+def test_repair_shrinks_aliases_of_widths_and_codebook_ranges():
+    """xLSTM's embedding_dim / num_blocks and its qk_dim_factor (its config rounds to 64, its layers do not);
+    BLT's hidden_size_global; dots3's adapter widths; Apertus 1.5's codebook token ranges in the vocabulary."""
+    from transformers import BltConfig, xLSTMConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    Apertus1p5Config, Dots3NoteConfig = CONFIG_MAPPING["apertus1p5"], CONFIG_MAPPING["dots3_note"]
+    x = xLSTMConfig(**zoo.shrink(xLSTMConfig().to_dict(), repair=True))
+    assert (x.embedding_dim, x.num_blocks, x.qk_dim, x.qk_head_dim) == (64, 2, 64, 16)
+    assert zoo.shrink(BltConfig().to_dict(), repair=True)["encoder_config"]["hidden_size_global"] == 64
+    Dots3NoteConfig(**zoo.shrink(Dots3NoteConfig().to_dict(), repair=True))  # (validates adapter = hidden)
+    assert zoo.shrink(Apertus1p5Config().to_dict())["audio_token_offset"] == 262344
+    a = zoo._config(Apertus1p5Config, repair=True)  # (validates the ranges; codebook_dim tied by _config)
+    assert a.audio_token_offset + a.audio_config.codebook_size <= a.text_config.vocab_size == 1024
+
+
 def test_compare_outputs_finds_shape_and_dtype_differences():
     ref = {"a": torch.randn(2, 24, 8), "b": torch.arange(6)}
     good = zoo.compare_outputs({"a": ref["a"] + 1e-4, "b": ref["b"].clone()}, ref)

@@ -143,9 +143,37 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       (Bamba) or by a repeating pattern (RecurrentGemma's recurrent, recurrent, attention): the 2 layers
       one of each kind (a cache of linear-attention layers alone has no sequence length);
     - layers that reuse earlier layers' key-value caches (Gemma3n's num_kv_shared_layers, 15 of 35): none,
-      since 2 layers cannot hold a producer of every layer type before the sharing ones."""
+      since 2 layers cannot hold a producer of every layer type before the sharing ones;
+    - expert counts left None in a mixture-of-experts config (dots1's n_routed_experts, n_shared_experts,
+      num_experts_per_tok; DiffusionGemma's num_experts, top_k_experts, moe_intermediate_size): the shrunk
+      ones (1 shared expert);
+    - dense leading layers (first_k_dense_replace, num_dense_layers) at most layers - 1, so a MoE layer stays;
+    - a head_dim that was qk_nope + qk_rope (multi-head latent attention: Mistral4, whose rotary part is
+      head_dim x partial_rotary_factor) stays their sum;
+    - an attention sub-config without rope_theta (DBRX's attn_config, read by its attention): the parent's
+      rope_parameters' rope_theta; its clip_qkv left None (DBRX clamps always): 8, DBRX's released value;
+    - a token indexer's sizes left None (Qwen4-Exp's indexer_n_heads, indexer_kv_heads, indexer_head_dim,
+      indexer_budget, indexer_compress_ratio): heads, 1 key head, the head size, 16 tokens in blocks of 4;
+    - a sliding_window left None beside per-layer kinds (Step3p7 builds its sliding mask always): 16;
+    - per-layer-type rope_parameters left empty (Cohere Compass indexes them by layer kind): default rotary
+      (theta 10000) for each kind;
+    - layer index lists beyond the 2 layers (Zamba2's hybrid_layer_ids [6, 12, ...]): the indices of the
+      kept layers of the list's kind (the layers_block_type entries other than the first's kind);
+    - hybrid layers placed by period that share one attention block, tied from the first hybrid layer to the
+      others (Zamba): every layer hybrid (each keeps its Mamba layer), so the tie has a target;
+    - aliases of the hidden size and the layer count that shrink does not know: an adapter / hidden_size_* /
+      *embed*_dim / *model*_dim integer equal to a hidden size of the original config or of any of its
+      sub-configs (xLSTM's embedding_dim, dots3's adapter_in_dim and adapter_out_dim, BLT's
+      hidden_size_global: another part's width), a *blocks integer equal to the layer count (xLSTM's
+      num_blocks): the shrunk ones;
+    - codebook token ranges in the vocabulary (Apertus 1.5's image_token_offset + vision codebook_size =
+      audio_token_offset, its end within the vocabulary): codebooks of at most 128, the ranges laid end to end
+      in their order at the end of the shrunk vocabulary;
+      and width factors (*_dim_factor) that made multiples of 64 of the original hidden size but not of the
+      shrunk one: 1.0 (xLSTM's config rounds qk_dim = hidden x qk_dim_factor up to 64, its layers do not)."""
     if _is_int(out.get("num_kv_shared_layers")):
         out["num_kv_shared_layers"] = 0
+    _consistent_moe(d, out, s)
     widths = [k for k in _H if _is_int(d.get(k)) and d[k] > 0]
     base = min(widths, key=lambda k: d[k], default=None)  # the first stage's width (Swin: embed_dim)
     new_hidden = next((out[k] for k in _H if _is_int(out.get(k)) and out[k] > 0), None)
@@ -201,6 +229,76 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
+
+
+
+def _consistent_moe(d: dict, out: dict, s: dict) -> None:
+    """_consistent's rules for experts, latent attention, rotary and layer-kind settings (its docstring)."""
+    if any(k in out for k in _EXPERTS) and any(k in out for k in _PER_TOKEN + ("moe_intermediate_size",)) and any(
+            out.get(k) is None for k in _EXPERTS + _PER_TOKEN + ("moe_intermediate_size",) if k in out):
+        for keys, value in ((_EXPERTS, s["experts"]), (_PER_TOKEN, s["per_token"]),
+                            (("moe_intermediate_size",), s["ffn"]), (("n_shared_experts",), 1)):
+            for k in keys:
+                if k in out and out[k] is None:
+                    out[k] = value
+    layers = next((out[k] for k in _LAYERS if _is_int(out.get(k))), None)
+    for k in ("first_k_dense_replace", "num_dense_layers"):
+        if layers and _is_int(out.get(k)) and out[k] >= layers:
+            out[k] = layers - 1
+    if _is_int(d.get("head_dim")) and _is_int(d.get("qk_nope_head_dim")) and _is_int(d.get("qk_rope_head_dim")) \
+            and d["head_dim"] == d["qk_nope_head_dim"] + d["qk_rope_head_dim"]:
+        out["head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    rp = out.get("rope_parameters")
+    for k in ("attn_config", "attention_config"):
+        if isinstance(out.get(k), dict) and "rope_theta" not in out[k] and isinstance(rp, dict) and "rope_theta" in rp:
+            out[k] = dict(out[k], rope_theta=rp["rope_theta"])
+            if "clip_qkv" in out[k] and out[k]["clip_qkv"] is None:
+                out[k]["clip_qkv"] = 8.0
+    heads = next((out[k] for k in _HEADS if _is_int(out.get(k))), s["heads"])
+    for k, value in (("indexer_n_heads", heads), ("indexer_kv_heads", 1), ("indexer_head_dim", s["head_dim"]),
+                     ("indexer_budget", 16), ("indexer_compress_ratio", 4)):
+        if k in out and out[k] is None:
+            out[k] = value
+    kinds = out.get("layer_types")
+    if "sliding_window" in out and out["sliding_window"] is None and isinstance(kinds, list):
+        out["sliding_window"] = 16
+    if "rope_parameters" in out and not out["rope_parameters"] and isinstance(kinds, list) and kinds:
+        out["rope_parameters"] = {t: {"rope_type": "default", "rope_theta": 10000.0} for t in dict.fromkeys(kinds)}
+    blocks = next((out[k] for k in ("layers_block_type", "layer_types") if isinstance(out.get(k), list)), None)
+    for k, v in list(out.items()):
+        if k.endswith(("layer_ids", "layer_indices")) and isinstance(v, list) and layers and any(
+                _is_int(x) and x >= layers for x in v):
+            kept = [i for i, b in enumerate(blocks or []) if b != blocks[0]] if blocks else []
+            out[k] = kept or [layers - 1]
+    hidden = next(((d[k], out[k]) for k in _H if _is_int(d.get(k)) and _is_int(out.get(k))), None)
+    depth = next(((d[k], out[k]) for k in _LAYERS if _is_int(d.get(k)) and _is_int(out.get(k))), None)
+    widths = {v[k] for v in _dicts(d) for k in _H if _is_int(v.get(k)) and v[k] > s["hidden"]}
+
+    def alias(o, n):
+        for k, v in o.items():
+            if isinstance(v, dict) and isinstance(n.get(k), dict):
+                alias(v, n[k])
+            elif _is_int(v) and ("adapter" in k or k.startswith("hidden_size_") or k.endswith("_dim") and (
+                    "embed" in k or "model" in k)) and v in widths and n.get(k) == v:
+                n[k] = s["hidden"]
+    alias(d, out)
+    offsets = sorted((k for k in out if k.endswith("_token_offset") and _is_int(out[k])), key=lambda k: out[k])
+    books = [v for v in out.values() if isinstance(v, dict) and _is_int(v.get("codebook_size"))]
+    vocab = next((v["vocab_size"] for v in _dicts(out) if _is_int(v.get("vocab_size"))), None)
+    if offsets and books and vocab and max(out[k] for k in offsets) >= vocab:
+        size = min(128, vocab // (2 * len(offsets)))
+        for b in books:
+            b["codebook_size"] = min(b["codebook_size"], size)
+        for i, k in enumerate(offsets):
+            out[k] = vocab - size * (len(offsets) - i)
+    for k, v in d.items():
+        if _is_int(v) and depth and k.endswith("blocks") and v == depth[0] and out.get(k) == v:
+            out[k] = depth[1]
+        elif isinstance(v, float) and hidden and k.endswith("_dim_factor") and (hidden[0] * v) % 64 == 0 and (
+                hidden[1] * v) % 64:
+            out[k] = 1.0
+    if isinstance(blocks, list) and "hybrid" in blocks and "attn_layer_period" in out:
+        out["layers_block_type"] = ["hybrid"] * len(blocks)
 
 
 def _towers(out: dict) -> None:
@@ -339,7 +437,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     keeps its inputs): mel features (input_features, both (batch, mels, frames) and (batch, frames, mels),
     with all-ones feature masks; an audio spectrogram as input_values), flattened patches with their grid
     (grid_thw: 2 images of 2 x 2 merged patches each), a video clip (batch, frames, channels, h, w), a time
-    series (past_values), and the extra inputs of some text models (bbox, qformer_input_ids, visual_feats)."""
+    series (past_values), the extra inputs of some text models (bbox, qformer_input_ids, visual_feats), and
+    the text without a cache (use_cache=False)."""
     out = []
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
@@ -444,6 +543,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if _is_int(feat) and _is_int(pos):
             out.append(dict(text, visual_feats=torch.randn(BATCH, 8, feat, generator=g),
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
+    if text and "use_cache" in params:  # (a model whose cache cannot be made from its config: BLT's)
+        out.append(dict(text, use_cache=False))
     return out
 
 
@@ -545,13 +646,44 @@ def _mrope(d: dict, cfg_class) -> dict:
     return fix(d)
 
 
+
+def _layer_kinds(d: dict, cfg_class) -> dict:
+    """Per-layer kinds the model needs but the config leaves out: the kinds its modeling module masks
+    (`causal_mask_mapping = {"full_attention": ..., "conv": ...}`), one of each over the 2 layers, for a
+    (sub)config whose layer_types is None (LFM2-MoE indexes it) or names no softmax attention kind while the
+    model has one (GraniteMoeHybrid's default: linear attention in all layers, a cache with no sequence
+    length)."""
+    import importlib
+    try:
+        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return d
+    m = re.search(r"causal_mask_mapping = \{([^}]*)\}", src)
+    kinds = re.findall(r"[\"'](\w+)[\"']\s*:", m.group(1)) if m else []
+    if len(kinds) < 2 or "full_attention" not in kinds:
+        return d
+
+    def fix(node):
+        node = dict(node)
+        n = next((node[k] for k in _LAYERS if _is_int(node.get(k))), None)
+        lt = node.get("layer_types", 0)
+        if n and (lt is None or isinstance(lt, list) and lt and not any(
+                "attention" in str(t) and t != "linear_attention" for t in lt)):
+            node["layer_types"] = [k for k in kinds if k != "full_attention"][:n - 1] + ["full_attention"]
+        for k, v in node.items():
+            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
+                node[k] = fix(v)
+        return node
+    return fix(d)
+
+
 def _config(cfg_class, repair: bool = False):
-    """The shrunk config (repair: shrink's repair rules, then _derived and _mrope); a config that refuses
-    grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
+    """The shrunk config (repair: shrink's repair rules, then _derived, _mrope and _layer_kinds); a config that
+    refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
-        return _mrope(_derived(d, cfg_class), cfg_class) if repair else d
+        return _layer_kinds(_mrope(_derived(d, cfg_class), cfg_class), cfg_class) if repair else d
     d = shrunk()
     for _ in range(6):
         try:
