@@ -266,3 +266,35 @@ def test_more_inputs_codebooks_spectrogram_image_and_hidden_state_inputs():
     t5 = zoo._more_inputs(SimpleNamespace(hidden_size=64), params("input_values", "decoder_input_values"), g, None,
                           None)
     assert tuple(t5[0]["input_values"].shape) == tuple(t5[0]["decoder_input_values"].shape) == (2, 24, 64)
+
+
+def test_image_text_places_the_image_tokens_before_the_text():
+    import inspect
+    from types import SimpleNamespace
+    ids, mask = zoo._ids()
+    ids[0, 0] = 1023
+    pixels = torch.zeros(2, 3, 8, 8)
+    p = {n: None for n in ("input_ids", "pixel_values", "attention_mask", "image_embeds_position_mask")}
+    (c,) = zoo._image_text(SimpleNamespace(num_query_tokens=4, image_token_index=1023), p, {"input_ids": ids,
+                                                                                            "attention_mask": mask}, pixels)
+    assert (c["input_ids"] == 1023).sum() == 2 * 4 and tuple(c["attention_mask"].shape) == (2, 28)
+    assert c["image_embeds_position_mask"][:, :4].all() and not c["image_embeds_position_mask"][:, 4:].any()
+    assert zoo._image_text(SimpleNamespace(), p, {"input_ids": ids}, pixels) == []
+    assert inspect.signature(zoo._image_text)
+
+
+def test_tied_fills_image_token_and_vocabulary_map_left_to_processors():
+    from transformers import Blip2Config, ChameleonConfig
+    d = Blip2Config().to_dict()
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["image_token_index"] == 1023
+    d = ChameleonConfig().to_dict()
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["vocabulary_map"] == {}
+
+
+def test_more_inputs_time_series_padding_and_frequency():
+    import inspect
+    from types import SimpleNamespace
+    p = {n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in ("past_values", "past_values_padding", "freq")}
+    out = zoo._more_inputs(SimpleNamespace(context_length=16), p, torch.Generator().manual_seed(0), None, None)
+    full = [c for c in out if "freq" in c]
+    assert len(full) == 2 and all(tuple(c["past_values_padding"].shape) == (2, 16) for c in full)

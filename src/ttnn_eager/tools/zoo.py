@@ -220,6 +220,10 @@ def _tied(d: dict, out: dict) -> dict:
       shrink kept 2 stages (CLAP's audio Swin: patch_embeds_hidden_size 96, 768 = 96 x 2^3 -> 192);
     - a None vocab_size of a config with attention heads and a hidden size (ESM: set by the tokenizer) is the
       shrunk vocabulary (its pad_token_id, None too, 1);
+    - a None image token of a config with query tokens (BLIP-2, InstructBLIP: the processor's) the
+      vocabulary's last id (_image_text's inputs place the query tokens' positions with it);
+    - a None vocabulary_map (Chameleon, Emu3: the tokenizer's names of the image tokens) an empty map: the
+      text runs alone;
     - a backbone_config whose features feed a multi-scale head (several out_features: Swin in Mask2Former
       and MaskFormer, whose pixel decoders take 4 levels) keeps all its stages, 1 block each, its stage_names
       and out_features / out_indices, its per-stage heads scaled with its width."""
@@ -263,6 +267,10 @@ def _tied(d: dict, out: dict) -> dict:
                 n[k] = SHRINK["vocab"]
                 if "pad_token_id" in n and n["pad_token_id"] is None:
                     n["pad_token_id"] = 1  # (below the inputs' ids, 3 and up)
+            elif k == "vocabulary_map" and v is None:
+                n[k] = {}
+            elif k in ("image_token_index", "image_token_id") and v is None and _is_int(n.get("num_query_tokens")):
+                n[k] = SHRINK["vocab"] - 1
             elif isinstance(v, dict) and isinstance(o.get(k), dict):
                 n[k] = fix(o[k], dict(v))
         return n
@@ -441,7 +449,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     as a one-channel image (batch, 1, frames, mels),
     with all-ones feature masks; an audio spectrogram as input_values), flattened patches with their grid
     (grid_thw: 2 images of 2 x 2 merged patches each), a video clip (batch, frames, channels, h, w), a time
-    series (past_values), hidden states as input_values and decoder_input_values (an encoder-decoder without
+    series (past_values; with a zero padding mask and frequency class where the model takes them), text with an image's placeholder tokens (_image_text), hidden states as input_values and decoder_input_values (an encoder-decoder without
     its pre-nets: SpeechT5Model), an image of the vision backbone's size (backbone_config.image_size: SAM2's Hiera, when
     the vision config has none), audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq)),
     and the extra inputs of some text models (bbox, qformer_input_ids, visual_feats)."""
@@ -544,6 +552,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         h = torch.randn(BATCH, SEQ, hidden, generator=g)                          # hidden states both sides)
         out += [{"input_values": h, "decoder_input_values": h.flip(1)},
                 {"input_values": h, "attention_mask": _ids()[1], "decoder_input_values": h.flip(1)}]
+    if text and pixels is not None:
+        out += _image_text(cfg, params, text, pixels)
     codebooks = getattr(cfg, "num_codebooks", None)
     if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
         out.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
@@ -552,6 +562,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         ch = _find(cfg, ("num_input_channels", "input_size"), ()) or 1
         series = torch.randn(BATCH, length, ch, generator=g)
         out += [{"past_values": series}, {"past_values": series[..., 0]}]
+        if "past_values_padding" in params:  # (TimesFM: no padding, frequency class 0)
+            pad = torch.zeros(BATCH, length, dtype=torch.long)
+            out += [{"past_values": series[..., 0], "past_values_padding": pad, "freq": f}
+                    for f in (torch.zeros(BATCH, dtype=torch.long), torch.zeros(BATCH, 1, dtype=torch.long))]
     if text and "bbox" in params:
         corner = torch.randint(0, 500, (BATCH, SEQ, 2), generator=g)
         box = torch.cat([corner, corner + torch.randint(1, 500, (BATCH, SEQ, 2), generator=g)], -1)
@@ -565,6 +579,38 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             out.append(dict(text, visual_feats=torch.randn(BATCH, 8, feat, generator=g),
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
     return out
+
+
+IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
+
+
+def _image_text(cfg, params, text: dict, pixels) -> list:
+    """Text with an image's placeholders, for the multimodal models that take both and place the image's
+    embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
+    Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
+    equal to it become 3) and, for a model that takes image_embeds_position_mask (Kosmos-2), marked there;
+    the attention mask grows by as many ones. [] when the config names no count."""
+    n = _find(cfg, IMAGE_TOKENS, ())
+    if not n:
+        return []
+    tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index")
+                if _is_int(getattr(cfg, k, None))), None)
+    if tok is None and "image_embeds_position_mask" not in params:
+        return []
+    ids = text["input_ids"]
+    body = torch.where(ids == tok, 3, ids) if tok is not None else ids
+    lead = torch.full((ids.shape[0], n), tok if tok is not None else 3, dtype=ids.dtype)
+    cand = {"input_ids": torch.cat([lead, body], 1), "pixel_values": pixels}
+    if "attention_mask" in text:
+        cand["attention_mask"] = torch.cat([torch.ones_like(lead), text["attention_mask"]], 1)
+    if "image_embeds_position_mask" in params:
+        marks = torch.zeros_like(cand["input_ids"], dtype=torch.bool)
+        marks[:, :n] = True
+        cand["image_embeds_position_mask"] = marks
+    if "qformer_input_ids" in params:
+        cand.update(qformer_input_ids=ids, **({"qformer_attention_mask": text["attention_mask"]}
+                                               if "attention_mask" in text else {}))
+    return [cand]
 
 
 def _masking_noise(params, cfg, g):
