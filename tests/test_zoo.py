@@ -298,3 +298,12 @@ def test_more_inputs_time_series_padding_and_frequency():
     out = zoo._more_inputs(SimpleNamespace(context_length=16), p, torch.Generator().manual_seed(0), None, None)
     full = [c for c in out if "freq" in c]
     assert len(full) == 2 and all(tuple(c["past_values_padding"].shape) == (2, 16) for c in full)
+
+
+def test_tied_layer_out_indices_and_box_embedding_width():
+    from transformers import Data2VecVisionConfig, LiltConfig
+    d = Data2VecVisionConfig().to_dict()
+    assert zoo.shrink(d, repair=True)["out_indices"] is None
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["out_indices"] == [2]
+    d = LiltConfig().to_dict()
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["hidden_size"] == 96

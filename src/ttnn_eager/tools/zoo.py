@@ -222,6 +222,10 @@ def _tied(d: dict, out: dict) -> dict:
       shrunk vocabulary (its pad_token_id, None too, 1);
     - a None image token of a config with query tokens (BLIP-2, InstructBLIP: the processor's) the
       vocabulary's last id (_image_text's inputs place the query tokens' positions with it);
+    - layer out_indices (a config without stage_names: Data2Vec-Vision's [3, 5, 7, 11]) that shrink left None
+      and the config's validation refuses: the last layer;
+    - a layout model's hidden size made of 6 box embeddings of hidden // 6 (max_2d_position_embeddings beside
+      a hidden size not a multiple of 6: LiLT) 96;
     - a None vocabulary_map (Chameleon, Emu3: the tokenizer's names of the image tokens) an empty map: the
       text runs alone;
     - a backbone_config whose features feed a multi-scale head (several out_features: Swin in Mask2Former
@@ -267,6 +271,13 @@ def _tied(d: dict, out: dict) -> dict:
                 n[k] = SHRINK["vocab"]
                 if "pad_token_id" in n and n["pad_token_id"] is None:
                     n["pad_token_id"] = 1  # (below the inputs' ids, 3 and up)
+            elif k == "out_indices" and v is None and isinstance(o.get(k), list) and "stage_names" not in n and any(
+                    _is_int(n.get(x)) for x in _LAYERS):
+                n[k] = [next(n[x] for x in _LAYERS if _is_int(n.get(x)))]  # (layer indices: the last layer)
+            elif k == "max_2d_position_embeddings" and any(_is_int(n.get(h)) and n[h] % 6 for h in _H):
+                for h in _H:  # (LiLT: 6 box embeddings of hidden // 6 each add up to the hidden size)
+                    if _is_int(n.get(h)) and n[h] == SHRINK["hidden"]:
+                        n[h] = 96
             elif k == "vocabulary_map" and v is None:
                 n[k] = {}
             elif k in ("image_token_index", "image_token_id") and v is None and _is_int(n.get("num_query_tokens")):
@@ -445,15 +456,17 @@ AUDIO_FRAMES = 128  # mel frames of the audio-feature input (whisper-style encod
 
 def _more_inputs(cfg, params, g, text, pixels) -> list:
     """The inputs that the first candidates do not cover, tried after them (so a model running with those
-    keeps its inputs): mel features (input_features, both (batch, mels, frames) and (batch, frames, mels), and
-    as a one-channel image (batch, 1, frames, mels),
+    keeps its inputs): mel features (input_features, both (batch, mels, frames) and (batch, frames, mels),
     with all-ones feature masks; an audio spectrogram as input_values), flattened patches with their grid
     (grid_thw: 2 images of 2 x 2 merged patches each), a video clip (batch, frames, channels, h, w), a time
-    series (past_values; with a zero padding mask and frequency class where the model takes them), text with an image's placeholder tokens (_image_text), hidden states as input_values and decoder_input_values (an encoder-decoder without
-    its pre-nets: SpeechT5Model), an image of the vision backbone's size (backbone_config.image_size: SAM2's Hiera, when
-    the vision config has none), audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq)),
-    and the extra inputs of some text models (bbox, qformer_input_ids, visual_feats)."""
-    out = []
+    series (past_values), and the extra inputs of some text models (bbox, qformer_input_ids, visual_feats).
+    Then, last (`late`), the ones added for models that ran with none of those: mel features as a one-channel
+    image (batch, 1, frames, mels: CLAP); an image of the vision backbone's size (backbone_config.image_size:
+    SAM2's Hiera, when the vision config has none); hidden states as input_values and decoder_input_values (an
+    encoder-decoder without its pre-nets: SpeechT5Model); text with an image's placeholder tokens
+    (_image_text); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
+    MusicGen's decoder); a time series with a zero padding mask and frequency class (TimesFM)."""
+    out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
                        "feature_projection_input_dim"))
@@ -479,7 +492,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if text:  # (models that take the text beside the audio: Voxtral realtime)
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
         image = feats.transpose(1, 2)[:, None].contiguous()  # (CLAP: a one-channel image (batch, 1, frames, mels))
-        out += ([dict(text, **{feat_key: image})] if text else []) + [{feat_key: image}]
+        late += ([dict(text, **{feat_key: image})] if text else []) + [{feat_key: image}]
     if "input_values" in params and ("decoder_input_ids" in params or text):  # (Moonshine; PE audio)
         wave = torch.randn(BATCH, 3840, generator=g)
         other = dict(text) if text else {}
@@ -497,7 +510,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     bsize = getattr(backbone, "image_size", None)
     bsize = bsize[0] if isinstance(bsize, (list, tuple)) and bsize else bsize
     if _is_int(bsize) and "pixel_values" in params and (pixels is None or pixels.shape[-1] != bsize):
-        out.append({"pixel_values": torch.randn(BATCH, 3, bsize, bsize, generator=g)})  # (SAM2: its backbone's)
+        late.append({"pixel_values": torch.randn(BATCH, 3, bsize, bsize, generator=g)})  # (SAM2: its backbone's)
     if "query_embeds" in params:  # (BLIP-2's Q-Former alone: the query tokens)
         hidden = _find(cfg, ("hidden_size",), ())
         if hidden:
@@ -550,13 +563,13 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     hidden = _find(cfg, _H, ())
     if "decoder_input_values" in params and "input_values" in params and hidden:  # (SpeechT5Model: no prenets,
         h = torch.randn(BATCH, SEQ, hidden, generator=g)                          # hidden states both sides)
-        out += [{"input_values": h, "decoder_input_values": h.flip(1)},
+        late += [{"input_values": h, "decoder_input_values": h.flip(1)},
                 {"input_values": h, "attention_mask": _ids()[1], "decoder_input_values": h.flip(1)}]
     if text and pixels is not None:
-        out += _image_text(cfg, params, text, pixels)
+        late += _image_text(cfg, params, text, pixels)
     codebooks = getattr(cfg, "num_codebooks", None)
     if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
-        out.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
+        late.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
     if "past_values" in params:
         length = _find(cfg, ("context_length",), ()) or 32
         ch = _find(cfg, ("num_input_channels", "input_size"), ()) or 1
@@ -564,7 +577,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         out += [{"past_values": series}, {"past_values": series[..., 0]}]
         if "past_values_padding" in params:  # (TimesFM: no padding, frequency class 0)
             pad = torch.zeros(BATCH, length, dtype=torch.long)
-            out += [{"past_values": series[..., 0], "past_values_padding": pad, "freq": f}
+            late += [{"past_values": series[..., 0], "past_values_padding": pad, "freq": f}
                     for f in (torch.zeros(BATCH, dtype=torch.long), torch.zeros(BATCH, 1, dtype=torch.long))]
     if text and "bbox" in params:
         corner = torch.randint(0, 500, (BATCH, SEQ, 2), generator=g)
@@ -578,7 +591,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if _is_int(feat) and _is_int(pos):
             out.append(dict(text, visual_feats=torch.randn(BATCH, 8, feat, generator=g),
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
-    return out
+    return out + late
 
 
 IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
