@@ -283,3 +283,93 @@ def test_cpu_bfloat16_outputs_of_other_shapes_are_reported():
     assert r["shapes_float32_storage"] and r["pearson_float32_storage"] == 1.0, r
     r.update(name=name, status="ran", pearson=0.5, same_shapes_dtypes=True, fallbacks={})
     assert "the CPU in bfloat16: 1.00000 (other output shapes)" in zoo.zoo_md({"results": {name: r}})
+
+
+def test_tied_repairs_sizes_across_sub_configs():
+    """_tied (repair): SAM's vision neck and positional features follow its decoders' shrunk hidden size,
+    SAM2's per-stage widths (and the channel list made of them) scale, ESM's None vocabulary is the shrunk one,
+    a multi-scale head's Swin backbone keeps its 4 stages (1 block each), CLAP's audio Swin's last width."""
+    from transformers import ClapConfig, EsmConfig, Mask2FormerConfig, Sam2Config, SamConfig
+
+    def tied(cfg_class):
+        d = cfg_class().to_dict()
+        return zoo._tied(d, zoo.shrink(d, repair=True))
+    sam = tied(SamConfig)
+    assert sam["vision_config"]["output_channels"] == 64 == sam["prompt_encoder_config"]["hidden_size"]
+    assert sam["vision_config"]["num_pos_feats"] == 32
+    vision = tied(Sam2Config)["vision_config"]
+    assert vision["backbone_config"]["embed_dim_per_stage"] == [64, 128, 256, 512]
+    assert vision["backbone_channel_list"] == [512, 256, 128, 64] and vision["fpn_hidden_size"] == 64
+    esm = tied(EsmConfig)
+    assert (esm["vocab_size"], esm["pad_token_id"]) == (1024, 1)
+    swin = tied(Mask2FormerConfig)["backbone_config"]
+    assert swin["depths"] == [1, 1, 1, 1] and swin["out_features"] == ["stage1", "stage2", "stage3", "stage4"]
+    assert swin["num_heads"] == [2, 4, 8, 16] and len(swin["stage_names"]) == 5
+    audio = tied(ClapConfig)["audio_config"]
+    assert audio["hidden_size"] == audio["patch_embeds_hidden_size"] * 2 ** (len(audio["depths"]) - 1)
+
+
+def test_sub_config_builds_a_decoder_alone_from_its_composite_config():
+    from transformers import MusicgenConfig, MusicgenDecoderConfig, MusicgenModel
+    cfg = MusicgenConfig()
+    assert isinstance(zoo._sub_config(cfg, MusicgenModel), MusicgenDecoderConfig)
+    assert zoo._sub_config(cfg.decoder, MusicgenModel) is cfg.decoder
+
+
+def test_more_inputs_codebooks_spectrogram_image_and_hidden_state_inputs():
+    import inspect
+    from types import SimpleNamespace
+
+    def params(*names):
+        return {n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names}
+    g = torch.Generator().manual_seed(0)
+    ids, mask = zoo._ids()
+    text = {"input_ids": ids, "attention_mask": mask}
+    music = zoo._more_inputs(SimpleNamespace(num_codebooks=4, vocab_size=2048), params("input_ids"), g, text, None)
+    assert [tuple(c["input_ids"].shape) for c in music] == [(8, 24)]
+    clap = zoo._more_inputs(SimpleNamespace(num_mel_bins=64), params("input_ids", "input_features"), g, text, None)
+    assert tuple(clap[-1]["input_features"].shape) == (2, 1, zoo.AUDIO_FRAMES, 64) and "input_ids" in clap[-2]
+    t5 = zoo._more_inputs(SimpleNamespace(hidden_size=64), params("input_values", "decoder_input_values"), g, None,
+                          None)
+    assert tuple(t5[0]["input_values"].shape) == tuple(t5[0]["decoder_input_values"].shape) == (2, 24, 64)
+
+
+def test_image_text_places_the_image_tokens_before_the_text():
+    import inspect
+    from types import SimpleNamespace
+    ids, mask = zoo._ids()
+    ids[0, 0] = 1023
+    pixels = torch.zeros(2, 3, 8, 8)
+    p = {n: None for n in ("input_ids", "pixel_values", "attention_mask", "image_embeds_position_mask")}
+    (c,) = zoo._image_text(SimpleNamespace(num_query_tokens=4, image_token_index=1023), p, {"input_ids": ids,
+                                                                                            "attention_mask": mask}, pixels)
+    assert (c["input_ids"] == 1023).sum() == 2 * 4 and tuple(c["attention_mask"].shape) == (2, 28)
+    assert c["image_embeds_position_mask"][:, :4].all() and not c["image_embeds_position_mask"][:, 4:].any()
+    assert zoo._image_text(SimpleNamespace(), p, {"input_ids": ids}, pixels) == []
+    assert inspect.signature(zoo._image_text)
+
+
+def test_tied_fills_image_token_and_vocabulary_map_left_to_processors():
+    from transformers import Blip2Config, ChameleonConfig
+    d = Blip2Config().to_dict()
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["image_token_index"] == 1023
+    d = ChameleonConfig().to_dict()
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["vocabulary_map"] == {}
+
+
+def test_more_inputs_time_series_padding_and_frequency():
+    import inspect
+    from types import SimpleNamespace
+    p = {n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in ("past_values", "past_values_padding", "freq")}
+    out = zoo._more_inputs(SimpleNamespace(context_length=16), p, torch.Generator().manual_seed(0), None, None)
+    full = [c for c in out if "freq" in c]
+    assert len(full) == 2 and all(tuple(c["past_values_padding"].shape) == (2, 16) for c in full)
+
+
+def test_tied_layer_out_indices_and_box_embedding_width():
+    from transformers import Data2VecVisionConfig, LiltConfig
+    d = Data2VecVisionConfig().to_dict()
+    assert zoo.shrink(d, repair=True)["out_indices"] is None
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["out_indices"] == [2]
+    d = LiltConfig().to_dict()
+    assert zoo._tied(d, zoo.shrink(d, repair=True))["hidden_size"] == 96

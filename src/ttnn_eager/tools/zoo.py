@@ -301,6 +301,109 @@ def _consistent_moe(d: dict, out: dict, s: dict) -> None:
         out["layers_block_type"] = ["hybrid"] * len(blocks)
 
 
+NECKS = ("output_channels", "fpn_hidden_size")  # a vision encoder's output width that its decoders' hidden size is
+
+
+def _tied(d: dict, out: dict) -> dict:
+    """Repair rules for sizes tied ACROSS sub-configs, or left None where the model reads them (`d` the
+    original to_dict(), `out` shrink's; returns a new dict):
+    - a vision encoder's neck width (NECKS: SAM's output_channels, SAM2's fpn_hidden_size) that equals the
+      original hidden size of another sub-config (SAM's prompt encoder and mask decoder: 256) is that
+      sub-config's shrunk hidden size, and num_pos_feats that is half such a size (SAM's shared image
+      positional embedding, 128 = 256 / 2) half the shrunk one;
+    - per-stage width lists (SAM2 Hiera's embed_dim_per_stage [96, 192, 384, 768], whose first is the
+      config's hidden size) scale with the hidden size, and so does a list elsewhere that holds only those
+      widths (SAM2's backbone_channel_list [768, 384, 192, 96]);
+    - a Swin-style tower's hidden_size (its last stage's width) its first width x 2^(stages - 1) again after
+      shrink kept 2 stages (CLAP's audio Swin: patch_embeds_hidden_size 96, 768 = 96 x 2^3 -> 192);
+    - a None vocab_size of a config with attention heads and a hidden size (ESM: set by the tokenizer) is the
+      shrunk vocabulary (its pad_token_id, None too, 1);
+    - a None image token of a config with query tokens (BLIP-2, InstructBLIP: the processor's) the
+      vocabulary's last id (_image_text's inputs place the query tokens' positions with it);
+    - layer out_indices (a config without stage_names: Data2Vec-Vision's [3, 5, 7, 11]) that shrink left None
+      and the config's validation refuses: the last layer;
+    - a layout model's hidden size made of 6 box embeddings of hidden // 6 (max_2d_position_embeddings beside
+      a hidden size not a multiple of 6: LiLT) 96;
+    - a None vocabulary_map (Chameleon, Emu3: the tokenizer's names of the image tokens) an empty map: the
+      text runs alone;
+    - a backbone_config whose features feed a multi-scale head (several out_features: Swin in Mask2Former
+      and MaskFormer, whose pixel decoders take 4 levels) keeps all its stages, 1 block each, its stage_names
+      and out_features / out_indices, its per-stage heads scaled with its width."""
+    olds = list(_dicts(d))
+    hidden = {}  # original hidden size -> shrunk, over every (sub)config
+    for node in olds:
+        for k in _H:
+            if _is_int(node.get(k)) and node[k] > 0:
+                hidden.setdefault(node[k], SHRINK["hidden"])
+    widths = {}  # a per-stage width list's original widths -> scaled ones
+
+    def stages(o, n):
+        for k, v in list(n.items()):
+            if str(k).endswith("_per_stage") and isinstance(v, list) and v and all(_is_int(x) for x in v) and any(
+                    _is_int(o.get(h)) and o[h] == v[0] and _is_int(n.get(h)) and n[h] != o[h] for h in _H):
+                h = next(h for h in _H if _is_int(o.get(h)) and o[h] == v[0])
+                n[k] = [x * n[h] // o[h] for x in v]
+                widths.update(zip(v, n[k]))
+            elif isinstance(v, dict) and isinstance(o.get(k), dict):
+                n[k] = stages(o[k], dict(v))
+        return n
+
+    def fix(o, n):
+        for w in ("patch_embeds_hidden_size", "embed_dim"):  # (a Swin's last width: its first x 2^(stages - 1))
+            if all(isinstance(x.get("depths"), list) and x["depths"] for x in (o, n)) and all(
+                    _is_int(x.get(w)) and _is_int(x.get("hidden_size")) for x in (o, n)) and (
+                    o["hidden_size"] == o[w] * 2 ** (len(o["depths"]) - 1)):
+                n["hidden_size"] = n[w] * 2 ** (len(n["depths"]) - 1)
+                break
+        for k, v in list(n.items()):
+            if k in NECKS and _is_int(v) and v == o.get(k) and v in hidden and not any(
+                    _is_int(o.get(h)) and o[h] == v for h in _H):
+                n[k] = hidden[v]
+            elif k == "num_pos_feats" and _is_int(v) and v == o.get(k) and 2 * v in hidden:
+                n[k] = hidden[2 * v] // 2
+            elif isinstance(v, list) and v and widths and not str(k).endswith("_per_stage") and all(
+                    _is_int(x) and x in widths for x in v) and v == o.get(k):
+                n[k] = [widths[x] for x in v]
+            elif k == "vocab_size" and v is None and any(_is_int(n.get(h)) for h in _HEADS) and any(
+                    _is_int(n.get(h)) for h in _H):
+                n[k] = SHRINK["vocab"]
+                if "pad_token_id" in n and n["pad_token_id"] is None:
+                    n["pad_token_id"] = 1  # (below the inputs' ids, 3 and up)
+            elif k == "out_indices" and v is None and isinstance(o.get(k), list) and "stage_names" not in n and any(
+                    _is_int(n.get(x)) for x in _LAYERS):
+                n[k] = [next(n[x] for x in _LAYERS if _is_int(n.get(x)))]  # (layer indices: the last layer)
+            elif k == "max_2d_position_embeddings" and any(_is_int(n.get(h)) and n[h] % 6 for h in _H):
+                for h in _H:  # (LiLT: 6 box embeddings of hidden // 6 each add up to the hidden size)
+                    if _is_int(n.get(h)) and n[h] == SHRINK["hidden"]:
+                        n[h] = 96
+            elif k == "vocabulary_map" and v is None:
+                n[k] = {}
+            elif k in ("image_token_index", "image_token_id") and v is None and _is_int(n.get("num_query_tokens")):
+                n[k] = SHRINK["vocab"] - 1
+            elif isinstance(v, dict) and isinstance(o.get(k), dict):
+                n[k] = fix(o[k], dict(v))
+        return n
+    def backbones(o, n):
+        for k, v in list(n.items()):
+            if not (isinstance(v, dict) and isinstance(o.get(k), dict)):
+                continue
+            ob, nb = o[k], backbones(o[k], dict(v))
+            feats = ob.get("out_features")
+            if k == "backbone_config" and isinstance(feats, list) and len(feats) > 1 and isinstance(
+                    ob.get("depths"), list) and isinstance(ob.get("stage_names"), list):
+                stages_ = len(ob["depths"])
+                nb.update(depths=[1] * stages_, stage_names=ob["stage_names"], out_features=feats,
+                          out_indices=ob.get("out_indices"))
+                base = min((h for h in _H if _is_int(ob.get(h)) and _is_int(nb.get(h))), key=lambda h: ob[h],
+                           default=None)
+                for h in _HEADS:
+                    if base and isinstance(ob.get(h), list) and len(ob[h]) == stages_:
+                        nb[h] = [max(1, x * nb[base] // ob[base]) for x in ob[h]]
+            n[k] = nb
+        return n
+    return backbones(d, fix(d, stages(d, dict(out))))
+
+
 def _towers(out: dict) -> None:
     """Conv towers deepened by a depth multiplier (EfficientNet-B7: 3.1 on 600x600 images, 64M parameters):
     the multiplier 1.0 (B0's 16 blocks) and the image at most 224. The width multiplier stays: ALIGN ties its
@@ -374,8 +477,25 @@ def _build_transformers(model_type: str, seed: int = 0, repair: bool = False):
     cfg_class = CONFIG_MAPPING[model_type]
     cfg = _config(cfg_class, repair)
     torch.manual_seed(seed)
-    model = getattr(transformers, class_name)(cfg).eval()
+    model_class = getattr(transformers, class_name)
+    if repair:
+        cfg = _sub_config(cfg, model_class)
+    model = model_class(cfg).eval()
     return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
+
+
+def _sub_config(cfg, model_class):
+    """The config a model class is built from: a composite config's sub-config when the class's
+    config_class is that sub-config's class (MusicGen: the auto mapping's MusicgenModel is the decoder alone,
+    built from MusicgenConfig.decoder), else `cfg` (a repair rule)."""
+    want = getattr(model_class, "config_class", None)
+    if want is None or isinstance(cfg, want):
+        return cfg
+    for k in getattr(type(cfg), "sub_configs", {}) or {}:
+        sub = getattr(cfg, k, None)
+        if isinstance(sub, want):
+            return sub
+    return cfg
 
 
 class _Candidates(list):
@@ -437,9 +557,15 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     keeps its inputs): mel features (input_features, both (batch, mels, frames) and (batch, frames, mels),
     with all-ones feature masks; an audio spectrogram as input_values), flattened patches with their grid
     (grid_thw: 2 images of 2 x 2 merged patches each), a video clip (batch, frames, channels, h, w), a time
-    series (past_values), the extra inputs of some text models (bbox, qformer_input_ids, visual_feats), and
-    the text without a cache (use_cache=False)."""
-    out = []
+    series (past_values), and the extra inputs of some text models (bbox, qformer_input_ids, visual_feats).
+    Then, last (`late`), the ones added for models that ran with none of those: mel features as a one-channel
+    image (batch, 1, frames, mels: CLAP); an image of the vision backbone's size (backbone_config.image_size:
+    SAM2's Hiera, when the vision config has none); hidden states as input_values and decoder_input_values (an
+    encoder-decoder without its pre-nets: SpeechT5Model); text with an image's placeholder tokens
+    (_image_text); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
+    MusicGen's decoder); a time series with a zero padding mask and frequency class (TimesFM); the text
+    without a cache (use_cache=False: a model whose cache cannot be made from its config, BLT's)."""
+    out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
                        "feature_projection_input_dim"))
@@ -464,6 +590,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
         if text:  # (models that take the text beside the audio: Voxtral realtime)
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
+        image = feats.transpose(1, 2)[:, None].contiguous()  # (CLAP: a one-channel image (batch, 1, frames, mels))
+        late += ([dict(text, **{feat_key: image})] if text else []) + [{feat_key: image}]
     if "input_values" in params and ("decoder_input_ids" in params or text):  # (Moonshine; PE audio)
         wave = torch.randn(BATCH, 3840, generator=g)
         other = dict(text) if text else {}
@@ -477,6 +605,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if "prompt_pixel_values" in params:  # (SegGPT: a prompt image and its mask)
             vis.update(prompt_pixel_values=image, prompt_masks=torch.randn(BATCH, 3, *size, generator=g))
         out.append(vis)
+    backbone = getattr(getattr(cfg, "vision_config", None) or cfg, "backbone_config", None)
+    bsize = getattr(backbone, "image_size", None)
+    bsize = bsize[0] if isinstance(bsize, (list, tuple)) and bsize else bsize
+    if _is_int(bsize) and "pixel_values" in params and (pixels is None or pixels.shape[-1] != bsize):
+        late.append({"pixel_values": torch.randn(BATCH, 3, bsize, bsize, generator=g)})  # (SAM2: its backbone's)
     if "query_embeds" in params:  # (BLIP-2's Q-Former alone: the query tokens)
         hidden = _find(cfg, ("hidden_size",), ())
         if hidden:
@@ -526,11 +659,25 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if text:
             out.append(dict(text, **{video_key: video}))
         out.append({video_key: video})
+    hidden = _find(cfg, _H, ())
+    if "decoder_input_values" in params and "input_values" in params and hidden:  # (SpeechT5Model: no prenets,
+        h = torch.randn(BATCH, SEQ, hidden, generator=g)                          # hidden states both sides)
+        late += [{"input_values": h, "decoder_input_values": h.flip(1)},
+                {"input_values": h, "attention_mask": _ids()[1], "decoder_input_values": h.flip(1)}]
+    if text and pixels is not None:
+        late += _image_text(cfg, params, text, pixels)
+    codebooks = getattr(cfg, "num_codebooks", None)
+    if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
+        late.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
     if "past_values" in params:
         length = _find(cfg, ("context_length",), ()) or 32
         ch = _find(cfg, ("num_input_channels", "input_size"), ()) or 1
         series = torch.randn(BATCH, length, ch, generator=g)
         out += [{"past_values": series}, {"past_values": series[..., 0]}]
+        if "past_values_padding" in params:  # (TimesFM: no padding, frequency class 0)
+            pad = torch.zeros(BATCH, length, dtype=torch.long)
+            late += [{"past_values": series[..., 0], "past_values_padding": pad, "freq": f}
+                    for f in (torch.zeros(BATCH, dtype=torch.long), torch.zeros(BATCH, 1, dtype=torch.long))]
     if text and "bbox" in params:
         corner = torch.randint(0, 500, (BATCH, SEQ, 2), generator=g)
         box = torch.cat([corner, corner + torch.randint(1, 500, (BATCH, SEQ, 2), generator=g)], -1)
@@ -544,8 +691,40 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             out.append(dict(text, visual_feats=torch.randn(BATCH, 8, feat, generator=g),
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
     if text and "use_cache" in params:  # (a model whose cache cannot be made from its config: BLT's)
-        out.append(dict(text, use_cache=False))
-    return out
+        late.append(dict(text, use_cache=False))
+    return out + late
+
+
+IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
+
+
+def _image_text(cfg, params, text: dict, pixels) -> list:
+    """Text with an image's placeholders, for the multimodal models that take both and place the image's
+    embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
+    Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
+    equal to it become 3) and, for a model that takes image_embeds_position_mask (Kosmos-2), marked there;
+    the attention mask grows by as many ones. [] when the config names no count."""
+    n = _find(cfg, IMAGE_TOKENS, ())
+    if not n:
+        return []
+    tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index")
+                if _is_int(getattr(cfg, k, None))), None)
+    if tok is None and "image_embeds_position_mask" not in params:
+        return []
+    ids = text["input_ids"]
+    body = torch.where(ids == tok, 3, ids) if tok is not None else ids
+    lead = torch.full((ids.shape[0], n), tok if tok is not None else 3, dtype=ids.dtype)
+    cand = {"input_ids": torch.cat([lead, body], 1), "pixel_values": pixels}
+    if "attention_mask" in text:
+        cand["attention_mask"] = torch.cat([torch.ones_like(lead), text["attention_mask"]], 1)
+    if "image_embeds_position_mask" in params:
+        marks = torch.zeros_like(cand["input_ids"], dtype=torch.bool)
+        marks[:, :n] = True
+        cand["image_embeds_position_mask"] = marks
+    if "qformer_input_ids" in params:
+        cand.update(qformer_input_ids=ids, **({"qformer_attention_mask": text["attention_mask"]}
+                                               if "attention_mask" in text else {}))
+    return [cand]
 
 
 def _masking_noise(params, cfg, g):
@@ -683,7 +862,8 @@ def _config(cfg_class, repair: bool = False):
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
-        return _layer_kinds(_mrope(_derived(d, cfg_class), cfg_class), cfg_class) if repair else d
+        return _layer_kinds(_mrope(_derived(_tied(cfg_class().to_dict(), d), cfg_class), cfg_class), cfg_class) \
+            if repair else d
     d = shrunk()
     for _ in range(6):
         try:
