@@ -627,6 +627,29 @@ def test_convolutions_of_large_batches_run_in_batch_chunks(restore_config, stora
         assert pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
 
 
+@pytest.mark.parametrize("shape, weight, kw", [
+    ((64, 64, 1, 1), (64, 64, 3, 3), dict(padding=1)),             # ResNet's layer4 at CIFAR's 32x32
+    ((32, 256, 2, 2), (256, 256, 3, 3), dict(padding=1)),
+    ((8, 64, 8, 1), (64, 64, 3, 3), dict(padding=1)),
+    ((16, 64, 4, 4), (128, 64, 3, 3), dict(padding=1, stride=2)),  # a 2x2 output of stride 2
+    ((64, 64, 1, 1), (64, 32, 3, 3), dict(padding=1, groups=2)),
+    ((64, 64, 5), (64, 64, 5), dict(padding=0)),                  # conv1d with a 1-long output
+    ((32, 128, 4, 4), (256, 128, 1, 1), dict(stride=2)),           # ResNet-18's layer4 downsample at 32x32
+])
+def test_convolutions_with_outputs_one_or_two_columns_wide_run_widened(shape, weight, kw):
+    """TT-NN conv2d stopped in TT_FATAL "reader_indices_actual_page_size <= reader_indices_worst_case_page_size"
+    for a kernel wider than 1 and an output 1 or 2 columns wide once the batch grew (1x1 from batch 16, 2x2 from
+    8): such convolutions run on the input with zero columns added, their output cropped back (conv.py,
+    MIN_OUTPUT_WIDTH). Strict mode, against float32 on the CPU."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(shape), torch.randn(weight) / (weight[1] * weight[-1] ** 2) ** 0.5, torch.randn(weight[0])
+    f = F.conv2d if len(shape) == 4 else F.conv1d
+    with torch.no_grad(), ttnn_eager.strict():
+        out = f(x.to(DEV), w.to(DEV), b.to(DEV), **kw).cpu()
+    ref = f(x, w, b, **kw)
+    assert out.shape == ref.shape and pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
+
+
 # ------------------------------------------------------------------------------------------------ embedding bags
 def test_embedding_bag_sums_and_means_on_the_device():
     """aten._embedding_bag (and _forward_only, F.embedding_bag without grad) as a lookup and a per-bag sum

@@ -267,6 +267,12 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     elif not transposed and _depthwise(x, weight, groups):
         out = _depthwise_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow)
         return reshape(out, (n, out_channels, ow)) if one_d else out
+    width = ow  # the output's width: TT-NN's (narrow: widened, then cropped back below)
+    pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)  # (a matmul to TT-NN)
+    if not transposed and not pointwise and ow < MIN_OUTPUT_WIDTH:
+        width = MIN_OUTPUT_WIDTH
+        x = constant_pad_nd(x, (0, (width - ow) * stride[1], 0, 0))  # zero columns after the last window
+        n, c, h, w = x.shape
     spec = dict(in_channels=c, out_channels=out_channels, batch_size=n, input_height=h, input_width=w,
                 kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=groups)
     if transposed:
@@ -292,10 +298,25 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
             out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
                           bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
                           conv_config=_config(x.tt_dtype), **part_spec, **extra)
-            outs.append(reshape(out, (nb, oh, ow, part_spec["out_channels"])))
+            outs.append(reshape(out, (nb, oh, width, part_spec["out_channels"])))
         rows.append(outs[0] if len(outs) == 1 else cat(outs, 3))
     out = permute_handle(rows[0] if len(rows) == 1 else cat(rows, 0), (0, 3, 1, 2))
+    if width != ow:
+        out = slice_handle(out, 3, 0, ow)
     return reshape(out, (n, out_channels, ow)) if one_d else out
+
+
+# TT-NN conv2d (its sliding-window path: any convolution but a 1x1 one of stride 1 without padding, which it
+# computes as a matmul) whose output is 1 or 2 columns wide stops in TT_FATAL "reader_indices_actual_page_size
+# <= reader_indices_worst_case_page_size" (conv2d_op_program_factory_common.cpp) once the batch grows: measured
+# on the mock device (3x3, padding 1, 64 channels), a 1x1 output from batch 16, 2x2 from 8, 8x1 from 4, a 2x2
+# output of stride 2 from 8, at 16 to 256 channels alike, and ResNet-18's 1x1 stride-2 downsample of a 4x4
+# map at batch 32; outputs 3 or more columns wide (3x3, 4x4, 1x8: up to batch 256) pass. ResNets meet it at
+# CIFAR's 32x32 (layer4 is 1x1).
+# Such a convolution runs on its input with zero columns added after the last window, so that the output is
+# MIN_OUTPUT_WIDTH wide; the added columns are cropped (their windows see only padding and zeros, and no
+# window of the real output reaches them).
+MIN_OUTPUT_WIDTH = 3
 
 
 # TT-NN conv2d with its input in DRAM (here, always) runs in slices of the output's rows or columns that each
