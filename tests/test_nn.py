@@ -650,6 +650,24 @@ def test_convolutions_with_outputs_one_or_two_columns_wide_run_widened(shape, we
     assert out.shape == ref.shape and pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
 
 
+def test_pools_of_many_small_images_run_in_batch_chunks():
+    """TT-NN's pools never slice the batch: 2048 windows of 4x4 x 256 channels (Hiera's query pooling in SAM2)
+    stopped in TT_FATAL "DRAM Auto slice could not find valid slice configuration". Pooled in chunks of whole
+    images (pooling.POOL_BATCH_CHANNELS): strict mode, the CPU's values (bfloat16 input), indices pointing at
+    the maxima."""
+    from ttnn_eager.lowerings import pooling
+    x = torch.randn(2048, 256, 4, 4).to(torch.bfloat16).float()
+    assert x.shape[0] * x.shape[1] > pooling.POOL_BATCH_CHANNELS
+    d = x.to(DEV)
+    with torch.no_grad(), ttnn_eager.strict():
+        values, indices = F.max_pool2d(d, 2, 2, return_indices=True)
+        avg = F.avg_pool2d(d, 3, 1, padding=1).cpu()
+    ref, _ = F.max_pool2d(x, 2, 2, return_indices=True)
+    assert torch.equal(values.cpu(), ref)
+    assert torch.equal(x.flatten(2).gather(2, indices.cpu().flatten(2)).view_as(ref), ref)
+    assert (avg - F.avg_pool2d(x, 3, 1, padding=1)).abs().max() <= 0.02
+
+
 # ------------------------------------------------------------------------------------------------ embedding bags
 def test_embedding_bag_sums_and_means_on_the_device():
     """aten._embedding_bag (and _forward_only, F.embedding_bag without grad) as a lookup and a per-bag sum

@@ -91,11 +91,35 @@ def _tile_dram() -> dict:
     return dict(output_layout=api.TILE, memory_config=api.enum("DRAM_MEMORY_CONFIG"))
 
 
+# TT-NN's pools, like conv2d, slice their output for L1 by rows and columns but never by the batch: a batch of
+# many small images (Hiera's windowed query pooling: 2048 windows of 4x4 x 256 channels) stops in TT_FATAL
+# "DRAM Auto slice could not find valid slice configuration" (op_slicing.cpp). Measured on the mock device
+# (bfloat16; max and average pools, kernels 2 and 3, images 4x4 to 16x16 alike): 1024 images of 256 channels
+# pass and 2048 fail, 256 of 1024 pass and 512 fail, 2048 of 64 pass. A batch of more than
+# POOL_BATCH_CHANNELS images x channels is pooled in chunks of whole images (half the largest measured to pass).
+POOL_BATCH_CHANNELS = 1 << 17
+
+
+def _in_batches(pool, x):
+    """pool(part) of the [N, C, H, W] x in chunks of whole images (POOL_BATCH_CHANNELS), concatenated along
+    the batch (each result of a tuple apart); pool(x) when it fits."""
+    n, c = x.shape[0], x.shape[1]
+    step = max(1, POOL_BATCH_CHANNELS // c)
+    if n <= step:
+        return pool(x)
+    parts = [pool(slice_handle(x, 0, b, min(b + step, n))) for b in range(0, n, step)]
+    return tuple(cat(list(p), 0) for p in zip(*parts)) if isinstance(parts[0], tuple) else cat(parts, 0)
+
+
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices: bool):
     x, unbatched = _as_batch(x, "max_pool2d")
     kernel, stride, padding, dilation, oh, ow = _window("max_pool2d", x, kernel_size, stride, padding, dilation,
                                                         ceil_mode)
     n, c, h, w = x.shape
+    if n * c > POOL_BATCH_CHANNELS:
+        out = _in_batches(lambda part: _max_pool(part, kernel_size, stride, padding, dilation, ceil_mode,
+                                                 with_indices), x)
+        return tuple(_unbatch(o, unbatched) for o in out) if with_indices else _unbatch(out, unbatched)
     if _covers_all(x, kernel, padding, dilation):  # (oh == ow == 1: the maximum of each image's channel)
         if with_indices:
             raise Unfit("max_pool2d_with_indices: a window wider than the padded input")
@@ -139,6 +163,9 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     if divisor_override is not None and divisor_override <= 0:
         raise Unfit("avg_pool2d: divisor_override must be positive")
     n, c, h, w = x.shape
+    if n * c > POOL_BATCH_CHANNELS:
+        return _unbatch(_in_batches(lambda part: avg_pool2d(part, kernel_size, stride, padding, ceil_mode,
+                                                            count_include_pad, divisor_override), x), unbatched)
     if _covers_all(x, kernel, padding, [1, 1]):  # the one window: the sum of the image over PyTorch's divisor
         from .reduction import _reduce
         divisor = divisor_override or ((h + 2 * padding[0]) * (w + 2 * padding[1]) if count_include_pad else h * w)
