@@ -202,3 +202,20 @@ def test_inference_mode_reaches_composites_whole():
     assert not {"aten.softmax.int", "aten.reshape.default", "aten.native_layer_norm.default"} & set(rec.aten)
     ref = F.layer_norm(torch.softmax(F.linear(x, w, b), -1).reshape(14, 17), (17,))
     assert pcc(n.cpu(), ref) >= 0.999
+
+
+def test_max_and_min_along_a_dimension_of_integers_on_the_device():
+    """max.dim / min.dim of int64 (TimesFM's min over its 0/1 padding) as exact float32 keys: the CPU's values
+    (int64) and indices, ties to the first index, no fallback."""
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (4, 7, 9))
+    x[0, 0, :] = 3
+    d = x.to("ttnn:0")
+    with ttnn_eager.strict():
+        for dim in (0, 1, -1):
+            for keepdim in (False, True):
+                for fn in (torch.max, torch.min):
+                    values, indices = fn(d, dim, keepdim)
+                    ref_values, ref_indices = fn(x, dim, keepdim)
+                    assert values.dtype == torch.int64 and torch.equal(values.cpu(), ref_values)
+                    assert torch.equal(indices.cpu(), ref_indices)

@@ -116,16 +116,31 @@ def min(x):
     return _reduce("min", x, None, False)
 
 
-@lowering(aten.max.dim, ttnn=["max", "argmax"], needs=TILE, notes="values and indices; floating inputs")
+def _float_keys(x, what: str) -> api.Handle:
+    """x to compare: floating as it is; integers of known range (below 2**24: TimesFM's 0/1 padding) as exact
+    float32 values, torch dtype float32 (the caller converts the values back); bool Unfit."""
+    if x.dtype.is_floating_point:
+        return x
+    if x.dtype == torch.bool:
+        raise Unfit(f"{what} of a bool tensor")
+    _exact_as_float32(x, what)
+    keys = policy.to_float32(x)
+    keys.dtype = torch.float32
+    return keys
+
+
+@lowering(aten.max.dim, ttnn=["max", "argmax", "typecast"], needs=TILE,
+          notes="values and indices; integers below 2**24 as float32 keys")
 def max_dim(x, d, keepdim=False):
-    _floating(x, "max(dim)")
-    return _reduce("max", x, d, keepdim), argmax_handle(x, d, keepdim)
+    keys = _float_keys(x, "max(dim)")
+    return policy.retag(_reduce("max", keys, d, keepdim), x.dtype), argmax_handle(keys, d, keepdim)
 
 
-@lowering(aten.min.dim, ttnn=["min", "neg", "argmax"], needs=TILE, notes="values and indices; floating inputs")
+@lowering(aten.min.dim, ttnn=["min", "neg", "argmax", "typecast"], needs=TILE,
+          notes="values and indices; integers below 2**24 as float32 keys")
 def min_dim(x, d, keepdim=False):
-    _floating(x, "min(dim)")
-    return _reduce("min", x, d, keepdim), argmax_handle(api.run("neg", x), d, keepdim)
+    keys = _float_keys(x, "min(dim)")
+    return policy.retag(_reduce("min", keys, d, keepdim), x.dtype), argmax_handle(api.run("neg", keys), d, keepdim)
 
 
 # ----------------------------------------------------------------------------------------------- cummax, cummin
