@@ -1534,6 +1534,10 @@ NOTES = {
     "against 4.7e-5; the 2x2 `logits_per_text` (logit_scale x cosine + bias: -0.17 to 0.07, small differences "
     "of the embeddings) at 1.2e-3 against 1.5e-4. With `configure(math_fidelity=\"HiFi4\")`: 0.99980 (CPU "
     "bfloat16 0.99985; text_embeds 4.4e-5); float32 storage gives 1.000000.",
+    "sam2": "its lowest output is `object_score_logits`: 2 values (the CPU's 9.995e-6 and 8.131e-6) whose "
+    "Pearson is +-1 by construction; the device's are within 1.7e-5 of them and CPU bfloat16 gets -1.0 too. The "
+    "other outputs: iou_scores 0.999988, pred_masks 0.99973, image_embeddings 0.99999 / 0.99995 / 0.99978. Run "
+    "at the config's 1024x1024 image (Hiera's query pooling: 2048 windows, pooled in batch chunks).",
     "pp_doclayout_v3": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
     "pp_doclayout_v4": "float64 position embedding as rt_detr: run with `configure(float64=\"float32\")`.",
     # torchvision detectors (seeded random weights, 10 classes): per stage on the device, on the CPU in bfloat16
