@@ -24,8 +24,10 @@ def pcc(a, b):
     return torch.corrcoef(torch.stack([a, b]))[0, 1].item()
 settings = [dict(), dict(float32_storage="float32"), dict(float32_storage="float32", math_fidelity="HiFi4")]
 print("| model | CPU bfloat16 | ttnn:0 default | float32_storage=\"float32\" | and HiFi4 |\n|---|---|---|---|---|")
+measured = zoo.load(zoo.JSON)["results"]
 for name in sys.argv[1].split(","):
-    model, inputs, _ = zoo.build(name, 0, False)
+    repair = measured.get(name, {}).get("repaired", False)  # (the config the zoo measured: repaired or plain)
+    model, inputs, _ = zoo.build(name, 0, repair)
     if isinstance(inputs, list): inputs = inputs[0]
     row = [name]
     with torch.no_grad():
@@ -36,7 +38,7 @@ for name in sys.argv[1].split(","):
         for s in settings:
             prev = ttnn_eager.configure(**s)
             try:
-                dev = zoo.build(name, 0, False)[0].to(torch.bfloat16).to("ttnn:0")
+                dev = zoo.build(name, 0, repair)[0].to(torch.bfloat16).to("ttnn:0")
                 with ttnn_eager.record_ops() as rec:
                     d = dev(**{k: v.to("ttnn:0") for k, v in half.items()})
                     p = pcc(d, ref)
