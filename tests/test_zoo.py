@@ -373,3 +373,29 @@ def test_tied_layer_out_indices_and_box_embedding_width():
     assert zoo._tied(d, zoo.shrink(d, repair=True))["out_indices"] == [2]
     d = LiltConfig().to_dict()
     assert zoo._tied(d, zoo.shrink(d, repair=True))["hidden_size"] == 96
+
+
+def test_repair_pixel_shuffle_adapter_widths_and_composite_tokens():
+    """Llama-4's vision adapter takes hidden / r^2 shuffled channels and maps them through equal projector
+    widths; its image token (at the top, the vocabulary in text_config) lands in the shrunk vocabulary."""
+    from transformers import Llama4Config
+    d = zoo.shrink(Llama4Config().to_dict(), repair=True)
+    v = d["vision_config"]
+    assert v["intermediate_size"] == 256 and v["projector_input_dim"] == v["projector_output_dim"] == 64
+    assert v["vision_output_dim"] == 64
+    assert d["image_token_index"] < d["text_config"]["vocab_size"]
+    assert zoo.shrink(Llama4Config().to_dict())["image_token_index"] == 200092  # (plain: unchanged)
+    cfg = zoo._config(Llama4Config, repair=True)
+    assert zoo._patch_tokens(cfg) == 256
+
+
+def test_repair_gives_tokens_the_model_reads_and_shrinks_latent_arrays():
+    """The Qwen2.5-Omni thinker reads config.vision_start_token_id its class lacks: a spare id; Perceiver's
+    latent array (1280 wide, 26 self-attentions) shrinks with the hidden size and layer count."""
+    from transformers import PerceiverConfig, Qwen2_5OmniThinkerConfig
+    c = zoo._config(Qwen2_5OmniThinkerConfig, repair=True)
+    used = {c.image_token_id, c.video_token_id, c.audio_token_id, c.audio_start_token_id}
+    assert c.vision_start_token_id < c.text_config.vocab_size and c.vision_start_token_id not in used
+    assert not hasattr(zoo._config(Qwen2_5OmniThinkerConfig), "vision_start_token_id")
+    p = zoo.shrink(PerceiverConfig().to_dict(), repair=True)
+    assert (p["d_latents"], p["num_self_attends_per_block"], p["num_self_attention_heads"]) == (64, 2, 4)

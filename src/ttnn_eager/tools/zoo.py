@@ -109,8 +109,14 @@ def shrink(d: dict, mha: bool = False, repair: bool = False) -> dict:
     if repair:
         _consistent(d, out, s)
     vocab = out.get("vocab_size")
+    used = set()
+    if repair and vocab is None and isinstance(out.get("text_config"), dict):  # (a composite config's tokens:
+        text = out["text_config"]                                               # its text model's vocabulary)
+        vocab = text.get("vocab_size")
+        used = {x for k, v in text.items() if k.endswith(("token_id", "token_index", "token_ids"))
+                for x in (v if isinstance(v, list) else [v]) if _is_int(x)}
     if _is_int(vocab):  # special tokens inside the shrunk vocabulary
-        spare = iter(range(vocab - 1, 0, -1))
+        spare = iter(x for x in range(vocab - 1, 0, -1) if x not in used)
         for k, v in list(out.items()):
             if k.endswith(("token_id", "token_index", "token_ids")):
                 if _is_int(v) and v >= vocab:
@@ -132,6 +138,17 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - whisper-style audio encoders (num_mel_bins beside max_source_positions): 64 positions (the input is
       then 128 mel frames: _audio_inputs);
     - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
+    - a latent array (Perceiver's d_latents 1280 beside d_model, num_self_attends_per_block 26, 8 cross- and
+      self-attention heads: 260M parameters): its width the shrunk hidden size, its self-attention stack (and
+      num_blocks) at most the layer count, its num_*_attention_heads at most the shrunk heads;
+    - a pixel-shuffle vision adapter (pixel_shuffle_ratio r beside projector_input_dim: Llama-4, whose adapter
+      MLP takes the patches shuffled to hidden / r^2 channels as its intermediate_size, maps them to
+      projector_input_dim, then projector_output_dim x projector_output_dim, and whose multimodal projector
+      takes vision_output_dim: the released checkpoints have them equal, 4096, the default config 4096 and
+      7680): intermediate_size hidden / r^2, the three projector widths the shrunk hidden size;
+    - (shrink itself, in repair mode) the special tokens of a composite config without a vocabulary of its
+      own (Llama-4's image_token_index 200092 at the top, its vocabulary in text_config) inside the text
+      config's shrunk vocabulary, on ids the text config's own special tokens do not use;
     - text positions at least the input's 24 (OWL-ViT: 16); X-MOD's default_language its first language;
     - a backbone's stage_names as many as its stages kept (Swin in MaskFormer); Mimi's upsample_groups the
       hidden size (a depthwise convolution);
@@ -229,6 +246,19 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
+    if _is_int(out.get("d_latents")) and new_hidden:  # (Perceiver: 256 latents of 1280, 26 self-attentions)
+        out["d_latents"] = new_hidden
+        for k, v in out.items():
+            if _is_int(v) and (k.startswith("num_self_attends") or k == "num_blocks" and v > s["layers"]):
+                out[k] = min(v, s["layers"])
+            elif _is_int(v) and re.fullmatch(r"num_\w+_attention_heads", k):
+                out[k] = min(v, s["heads"])
+    ratio = out.get("pixel_shuffle_ratio")
+    if isinstance(ratio, float) and 0 < ratio < 1 and _is_int(out.get("projector_input_dim")) and new_hidden:
+        out["intermediate_size"] = int(new_hidden / ratio ** 2)  # (Llama-4's vision adapter: shuffled patches in)
+        for k in ("projector_input_dim", "projector_output_dim", "vision_output_dim"):
+            if _is_int(out.get(k)):
+                out[k] = new_hidden
 
 
 
@@ -481,7 +511,36 @@ def _build_transformers(model_type: str, seed: int = 0, repair: bool = False):
     if repair:
         cfg = _sub_config(cfg, model_class)
     model = model_class(cfg).eval()
-    return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
+    inputs = _Candidates(_transformers_inputs(model, cfg, seed))
+    if repair and _tuple_outputs(model):
+        model.config.return_dict = False
+        inputs = _Candidates(dict(c, return_dict=True) for c in sorted(inputs, key=lambda c: "pixel_values" not in c))
+    return model, inputs, class_name
+
+
+def _tuple_outputs(model) -> bool:
+    """Whether the model's forward builds its output object from a field its language model's output class
+    does not declare (Llama-4: `image_outputs=outputs.image_outputs` of a MoeCausalLMOutputWithPast, so the
+    dict path always raises: a transformers bug). Such a model (a repair rule) returns tuples: config.return_dict
+    False, and every input candidate return_dict=True (capture_outputs pops the keyword, and its own to_tuple
+    of a False one would fail on the forward's tuple), the candidates with an image first (the field is the
+    image's: the vision tower runs too)."""
+    import dataclasses
+    lm = getattr(model, "language_model", None)
+    if lm is None:
+        return False
+    try:
+        src = inspect.getsource(type(model).forward)
+        ann = str(inspect.signature(type(lm).forward).return_annotation)
+    except (OSError, TypeError, ValueError):
+        return False
+    mod = sys.modules.get(type(lm).__module__)
+    cls = next((c for c in (getattr(mod, n, None) for n in re.findall(r"\w+", ann))
+                if isinstance(c, type) and dataclasses.is_dataclass(c)), None)
+    if cls is None:
+        return False
+    declared = {f.name for f in dataclasses.fields(cls)}
+    return any(f not in declared for f in re.findall(r"\b\w+=outputs\.(\w+)\b", src))
 
 
 def _sub_config(cfg, model_class):
@@ -564,7 +623,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     encoder-decoder without its pre-nets: SpeechT5Model); text with an image's placeholder tokens
     (_image_text); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
     MusicGen's decoder); a time series with a zero padding mask and frequency class (TimesFM); the text
-    without a cache (use_cache=False: a model whose cache cannot be made from its config, BLT's)."""
+    without a cache (use_cache=False: a model whose cache cannot be made from its config, BLT's); text with
+    an image's placeholder tokens counted from the patch grid (_patch_tokens: Llama-4, no count named); the
+    text with one image per sample (batch, 1, c, h, w) that every text token attends to (image_attention_mask
+    (batch, seq, 1) of ones: IDEFICS's cross-attention); hidden states of d_model as `inputs` with the attention
+    mask (PerceiverModel without a preprocessor)."""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
@@ -692,19 +755,41 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
     if text and "use_cache" in params:  # (a model whose cache cannot be made from its config: BLT's)
         late.append(dict(text, use_cache=False))
+    d_model = _find(cfg, ("d_model",), ())
+    if "inputs" in params and "input_ids" not in params and d_model:  # (Perceiver without a preprocessor)
+        late.append({"inputs": torch.randn(BATCH, SEQ, d_model, generator=g), "attention_mask": _ids()[1]})
+    if text and pixels is not None and "image_attention_mask" in params:  # (IDEFICS: images per sample, each
+        late.append(dict(text, pixel_values=pixels[:, None],                # text token sees the sample's one)
+                         image_attention_mask=torch.ones(*text["input_ids"].shape, 1, dtype=torch.long)))
+    if text and pixels is not None and not _find(cfg, IMAGE_TOKENS, ()) and _patch_tokens(cfg):
+        late += _image_text(cfg, params, text, pixels, _patch_tokens(cfg))  # (Llama-4: a token per 2 x 2 patches)
     return out + late
 
 
 IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
 
 
-def _image_text(cfg, params, text: dict, pixels) -> list:
+def _patch_tokens(cfg) -> int | None:
+    """The image tokens of one image for a config that names no count (IMAGE_TOKENS) but whose every patch
+    becomes a token, r x r patches merged into one by a pixel shuffle (Llama-4: (448 / 14)^2 x 0.5^2 = 256):
+    (image_size // patch_size)^2 x pixel_shuffle_ratio^2 of the vision config; None without a patch grid."""
+    vc = getattr(cfg, "vision_config", None)
+    size, patch = getattr(vc, "image_size", None), getattr(vc, "patch_size", None)
+    ratio = getattr(vc, "pixel_shuffle_ratio", None) or 1.0
+    if not (_is_int(size) and _is_int(patch) and patch > 0):
+        return None
+    n = (size // patch) ** 2 * ratio ** 2
+    return int(n) if n == int(n) and n >= 1 else None
+
+
+def _image_text(cfg, params, text: dict, pixels, n: int | None = None) -> list:
     """Text with an image's placeholders, for the multimodal models that take both and place the image's
     embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
     Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
     equal to it become 3) and, for a model that takes image_embeds_position_mask (Kosmos-2), marked there;
-    the attention mask grows by as many ones. [] when the config names no count."""
-    n = _find(cfg, IMAGE_TOKENS, ())
+    the attention mask grows by as many ones. [] when the config names no count (`n`: the count to use
+    instead of the config's: _patch_tokens)."""
+    n = n or _find(cfg, IMAGE_TOKENS, ())
     if not n:
         return []
     tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index")
@@ -856,14 +941,38 @@ def _layer_kinds(d: dict, cfg_class) -> dict:
     return fix(d)
 
 
+def _read_tokens(d: dict, cfg_class) -> dict:
+    """Special tokens the modeling module reads from its config (`self.config.vision_start_token_id`) that the
+    config class neither has nor maps (the Qwen2.5-Omni and Qwen3-Omni thinker configs lack the
+    vision_start_token_id their get_rope_index reads; the released configs set it): an id of the shrunk
+    vocabulary (the config's, else its text_config's) that no special token of the config uses, from the
+    top down. Only the top-level config gets them."""
+    import importlib
+    try:
+        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return d
+    missing = [k for k in dict.fromkeys(re.findall(r"self\.config\.(\w+_token_id)\b", src))
+               if k not in d and k not in (getattr(cfg_class, "attribute_map", None) or {})
+               and not hasattr(cfg_class, k)]
+    vocab = d.get("vocab_size") if _is_int(d.get("vocab_size")) else (d.get("text_config") or {}).get("vocab_size")
+    if not missing or not _is_int(vocab):
+        return d
+    used = {x for node in _dicts(d) for k, v in node.items() if str(k).endswith(("token_id", "token_index", "token_ids"))
+            for x in (v if isinstance(v, list) else [v]) if _is_int(x)}
+    spare = iter(x for x in range(vocab - 1, 0, -1) if x not in used)
+    return dict(d, **{k: next(spare) for k in missing})
+
+
 def _config(cfg_class, repair: bool = False):
-    """The shrunk config (repair: shrink's repair rules, then _derived, _mrope and _layer_kinds); a config that
+    """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds and
+    _read_tokens); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
-        return _layer_kinds(_mrope(_derived(_tied(cfg_class().to_dict(), d), cfg_class), cfg_class), cfg_class) \
-            if repair else d
+        return _read_tokens(_layer_kinds(_mrope(_derived(_tied(cfg_class().to_dict(), d), cfg_class), cfg_class),
+                                         cfg_class), cfg_class) if repair else d
     d = shrunk()
     for _ in range(6):
         try:
