@@ -389,13 +389,14 @@ def test_repair_pixel_shuffle_adapter_widths_and_composite_tokens():
     assert zoo._patch_tokens(cfg) == 256
 
 
-def test_repair_gives_tokens_the_model_reads_and_shrinks_latent_arrays():
-    """The Qwen2.5-Omni thinker reads config.vision_start_token_id its class lacks: a spare id; Perceiver's
-    latent array (1280 wide, 26 self-attentions) shrinks with the hidden size and layer count."""
-    from transformers import PerceiverConfig, Qwen2_5OmniThinkerConfig
+def test_repair_gives_tokens_the_model_reads_and_a_forecast_horizon():
+    """The Qwen2.5-Omni thinker reads config.vision_start_token_id its class lacks: a spare id; Informer's
+    prediction_length is required and None by default: 8 steps (its context_length follows)."""
+    from transformers import InformerConfig, Qwen2_5OmniThinkerConfig
     c = zoo._config(Qwen2_5OmniThinkerConfig, repair=True)
     used = {c.image_token_id, c.video_token_id, c.audio_token_id, c.audio_start_token_id}
     assert c.vision_start_token_id < c.text_config.vocab_size and c.vision_start_token_id not in used
     assert not hasattr(zoo._config(Qwen2_5OmniThinkerConfig), "vision_start_token_id")
-    p = zoo.shrink(PerceiverConfig().to_dict(), repair=True)
-    assert (p["d_latents"], p["num_self_attends_per_block"], p["num_self_attention_heads"]) == (64, 2, 4)
+    assert zoo.shrink(InformerConfig().to_dict())["prediction_length"] is None
+    i = zoo._config(InformerConfig, repair=True)
+    assert (i.prediction_length, i.context_length) == (8, 8)

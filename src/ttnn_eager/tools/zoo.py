@@ -138,9 +138,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - whisper-style audio encoders (num_mel_bins beside max_source_positions): 64 positions (the input is
       then 128 mel frames: _audio_inputs);
     - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
-    - a latent array (Perceiver's d_latents 1280 beside d_model, num_self_attends_per_block 26, 8 cross- and
-      self-attention heads: 260M parameters): its width the shrunk hidden size, its self-attention stack (and
-      num_blocks) at most the layer count, its num_*_attention_heads at most the shrunk heads;
+    - a forecast horizon left None (prediction_length, which Autoformer, Informer and the Time Series
+      Transformer require; their context_length follows it): 8 steps;
     - a pixel-shuffle vision adapter (pixel_shuffle_ratio r beside projector_input_dim: Llama-4, whose adapter
       MLP takes the patches shuffled to hidden / r^2 channels as its intermediate_size, maps them to
       projector_input_dim, then projector_output_dim x projector_output_dim, and whose multimodal projector
@@ -246,13 +245,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
-    if _is_int(out.get("d_latents")) and new_hidden:  # (Perceiver: 256 latents of 1280, 26 self-attentions)
-        out["d_latents"] = new_hidden
-        for k, v in out.items():
-            if _is_int(v) and (k.startswith("num_self_attends") or k == "num_blocks" and v > s["layers"]):
-                out[k] = min(v, s["layers"])
-            elif _is_int(v) and re.fullmatch(r"num_\w+_attention_heads", k):
-                out[k] = min(v, s["heads"])
+    if "prediction_length" in out and out["prediction_length"] is None:  # (a forecaster's horizon, required)
+        out["prediction_length"] = 8
     ratio = out.get("pixel_shuffle_ratio")
     if isinstance(ratio, float) and 0 < ratio < 1 and _is_int(out.get("projector_input_dim")) and new_hidden:
         out["intermediate_size"] = int(new_hidden / ratio ** 2)  # (Llama-4's vision adapter: shuffled patches in)
@@ -627,7 +621,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     an image's placeholder tokens counted from the patch grid (_patch_tokens: Llama-4, no count named); the
     text with one image per sample (batch, 1, c, h, w) that every text token attends to (image_attention_mask
     (batch, seq, 1) of ones: IDEFICS's cross-attention); hidden states of d_model as `inputs` with the attention
-    mask (PerceiverModel without a preprocessor)."""
+    mask (PerceiverModel without a preprocessor); a forecaster's past (past_values of context_length plus the
+    largest lag, past_time_features of num_time_features, an all-ones past_observed_mask; with future_values
+    and future_time_features of prediction_length first: Autoformer, Informer, Time Series Transformer); an
+    image with a task prompt's token ids (task_inputs
+    (batch, task_seq_len): OneFormer)."""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
@@ -741,6 +739,18 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             pad = torch.zeros(BATCH, length, dtype=torch.long)
             late += [{"past_values": series[..., 0], "past_values_padding": pad, "freq": f}
                     for f in (torch.zeros(BATCH, dtype=torch.long), torch.zeros(BATCH, 1, dtype=torch.long))]
+    if "past_time_features" in params and _is_int(getattr(cfg, "context_length", None)) and _is_int(
+            getattr(cfg, "prediction_length", None)):  # (GluonTS-style forecasters: the context plus the lags)
+        length = cfg.context_length + max(getattr(cfg, "lags_sequence", None) or [0])
+        ch, tf = getattr(cfg, "input_size", 1) or 1, getattr(cfg, "num_time_features", 0) or 0
+        shape = (BATCH, length) if ch == 1 else (BATCH, length, ch)
+        fshape = (BATCH, cfg.prediction_length) + shape[2:]
+        past = {"past_values": torch.randn(*shape, generator=g),
+                "past_time_features": torch.randn(BATCH, length, tf, generator=g),
+                "past_observed_mask": torch.ones(shape)}
+        future = {"future_values": torch.randn(*fshape, generator=g),
+                  "future_time_features": torch.randn(BATCH, cfg.prediction_length, tf, generator=g)}
+        late += [dict(past, **future), past]
     if text and "bbox" in params:
         corner = torch.randint(0, 500, (BATCH, SEQ, 2), generator=g)
         box = torch.cat([corner, corner + torch.randint(1, 500, (BATCH, SEQ, 2), generator=g)], -1)
@@ -755,6 +765,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
     if text and "use_cache" in params:  # (a model whose cache cannot be made from its config: BLT's)
         late.append(dict(text, use_cache=False))
+    task_len = _find(cfg, ("task_seq_len",), ())
+    if "task_inputs" in params and pixels is not None and task_len:  # (OneFormer: the task prompt's token ids,
+        late.append({"pixel_values": pixels,                         # task_seq_len of them)
+                     "task_inputs": torch.randint(3, SHRINK["vocab"], (BATCH, task_len), generator=g)})
     d_model = _find(cfg, ("d_model",), ())
     if "inputs" in params and "input_ids" not in params and d_model:  # (Perceiver without a preprocessor)
         late.append({"inputs": torch.randn(BATCH, SEQ, d_model, generator=g), "attention_mask": _ids()[1]})
