@@ -400,3 +400,14 @@ def test_repair_gives_tokens_the_model_reads_and_a_forecast_horizon():
     assert zoo.shrink(InformerConfig().to_dict())["prediction_length"] is None
     i = zoo._config(InformerConfig, repair=True)
     assert (i.prediction_length, i.context_length) == (8, 8)
+
+
+def test_repair_shrinks_cross_attention_sizes():
+    """Dia's decoder names its cross-attention sizes with a cross_ prefix (cross_hidden_size 1024 = the
+    encoder's width): the repair rules shrink them as the plain ones, and the plain shrink leaves them."""
+    from transformers import DiaConfig
+    d = DiaConfig().to_dict()
+    assert zoo.shrink(d)["decoder_config"]["cross_hidden_size"] == 1024
+    r = zoo.shrink(d, repair=True)["decoder_config"]
+    assert (r["cross_hidden_size"], r["cross_num_attention_heads"], r["cross_num_key_value_heads"],
+            r["cross_head_dim"]) == (64, 4, 2, 16)

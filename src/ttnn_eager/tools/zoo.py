@@ -138,6 +138,9 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - whisper-style audio encoders (num_mel_bins beside max_source_positions): 64 positions (the input is
       then 128 mel frames: _audio_inputs);
     - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
+    - cross-attention sizes named as the shrunk ones with a cross_ prefix (Dia's decoder: cross_hidden_size
+      1024, the encoder's width, cross_num_attention_heads, cross_num_key_value_heads 16, cross_head_dim 128):
+      the shrunk hidden size, heads, key-value heads, head size;
     - a forecast horizon left None (prediction_length, which Autoformer, Informer and the Time Series
       Transformer require; their context_length follows it): 8 steps;
     - a pixel-shuffle vision adapter (pixel_shuffle_ratio r beside projector_input_dim: Llama-4, whose adapter
@@ -245,6 +248,13 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
+    for k, v in list(out.items()):  # (Dia's decoder: cross_hidden_size 1024, the encoder's width; 16 x 128 heads)
+        base = k[len("cross_"):] if k.startswith("cross_") else None
+        if base and _is_int(v) and v > 0 and _is_int(d.get(k)) and v == d[k]:
+            for keys, value in ((_H, s["hidden"]), (_HEADS, s["heads"]), (_KV, s["kv_heads"]),
+                                (_HEAD_DIM, s["head_dim"])):
+                if base in keys:
+                    out[k] = min(v, value) if keys is _KV else value
     if "prediction_length" in out and out["prediction_length"] is None:  # (a forecaster's horizon, required)
         out["prediction_length"] = 8
     ratio = out.get("pixel_shuffle_ratio")
@@ -616,7 +626,9 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     SAM2's Hiera, when the vision config has none); hidden states as input_values and decoder_input_values (an
     encoder-decoder without its pre-nets: SpeechT5Model); text with an image's placeholder tokens
     (_image_text); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
-    MusicGen's decoder); a time series with a zero padding mask and frequency class (TimesFM); the text
+    MusicGen's decoder; and decoder_input_ids (batch, seq, channels), then (batch x channels, seq), for a
+    decoder sub-config of several channels or codebooks: Dia's 9, whose 2-d path makes a view of a transposed
+    tensor); a time series with a zero padding mask and frequency class (TimesFM); the text
     without a cache (use_cache=False: a model whose cache cannot be made from its config, BLT's); text with
     an image's placeholder tokens counted from the patch grid (_patch_tokens: Llama-4, no count named); the
     text with one image per sample (batch, 1, c, h, w) that every text token attends to (image_attention_mask
@@ -730,6 +742,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     codebooks = getattr(cfg, "num_codebooks", None)
     if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
         late.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
+    dec = getattr(cfg, "decoder_config", None)
+    dec_books = _find(dec, ("num_channels", "num_codebooks"), ()) if dec is not None else None
+    if text and "decoder_input_ids" in text and dec_books and dec_books > 1:  # (Dia: the decoder's audio codes,
+        codes = ids[..., None].repeat(1, 1, dec_books) % getattr(dec, "vocab_size", SHRINK["vocab"])  # 9 channels)
+        late += [dict(text, decoder_input_ids=codes), dict(text, decoder_input_ids=codes.transpose(1, 2).flatten(0, 1))]
     if "past_values" in params:
         length = _find(cfg, ("context_length",), ()) or 32
         ch = _find(cfg, ("num_input_channels", "input_size"), ()) or 1
