@@ -411,3 +411,12 @@ def test_repair_shrinks_cross_attention_sizes():
     r = zoo.shrink(d, repair=True)["decoder_config"]
     assert (r["cross_hidden_size"], r["cross_num_attention_heads"], r["cross_num_key_value_heads"],
             r["cross_head_dim"]) == (64, 4, 2, 16)
+
+
+def test_repair_moves_layer_hooks_into_the_two_layers():
+    """DepthPro hooks its encoder's hidden states 11 and 5 (24 layers): the repair rules keep 2 hooks, on the
+    last 2 layers in the list's order."""
+    from transformers import DepthProConfig
+    d = DepthProConfig().to_dict()
+    assert zoo.shrink(d)["intermediate_hook_ids"] == [11, 5]
+    assert zoo.shrink(d, repair=True)["intermediate_hook_ids"] == [1, 0]

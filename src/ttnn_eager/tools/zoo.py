@@ -28,6 +28,7 @@ import collections
 import contextlib
 import inspect
 import json
+import math
 import os
 import re
 import select
@@ -141,6 +142,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - cross-attention sizes named as the shrunk ones with a cross_ prefix (Dia's decoder: cross_hidden_size
       1024, the encoder's width, cross_num_attention_heads, cross_num_key_value_heads 16, cross_head_dim 128):
       the shrunk hidden size, heads, key-value heads, head size;
+    - layer hook lists beyond the 2 layers (DepthPro's intermediate_hook_ids [11, 5], one per
+      intermediate_feature_dims entry): as many hooks, on the last layers in the list's order ([1, 0]);
     - a forecast horizon left None (prediction_length, which Autoformer, Informer and the Time Series
       Transformer require; their context_length follows it): 8 steps;
     - a pixel-shuffle vision adapter (pixel_shuffle_ratio r beside projector_input_dim: Llama-4, whose adapter
@@ -255,6 +258,11 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
                                 (_HEAD_DIM, s["head_dim"])):
                 if base in keys:
                     out[k] = min(v, value) if keys is _KV else value
+    for k, v in list(out.items()):  # (DepthPro: intermediate_hook_ids [11, 5] into its encoder's hidden states)
+        if k.endswith("hook_ids") and isinstance(v, list) and v and all(_is_int(x) for x in v) and max(v) >= s["layers"]:
+            order = sorted(set(v))
+            top = {x: max(0, s["layers"] - len(order) + i) for i, x in enumerate(order)}
+            out[k] = [top[x] for x in v]
     if "prediction_length" in out and out["prediction_length"] is None:  # (a forecaster's horizon, required)
         out["prediction_length"] = 8
     ratio = out.get("pixel_shuffle_ratio")
@@ -636,6 +644,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     mask (PerceiverModel without a preprocessor); a forecaster's past (past_values of context_length plus the
     largest lag, past_time_features of num_time_features, an all-ones past_observed_mask; with future_values
     and future_time_features of prediction_length first: Autoformer, Informer, Time Series Transformer); an
+    image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
     image with a task prompt's token ids (task_inputs
     (batch, task_seq_len): OneFormer)."""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
@@ -786,6 +795,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     if "task_inputs" in params and pixels is not None and task_len:  # (OneFormer: the task prompt's token ids,
         late.append({"pixel_values": pixels,                         # task_seq_len of them)
                      "task_inputs": torch.randint(3, SHRINK["vocab"], (BATCH, task_len), generator=g)})
+    ratios, patch = getattr(cfg, "scaled_images_ratios", None), getattr(cfg, "patch_size", None)
+    if "pixel_values" in params and isinstance(ratios, list) and ratios and _is_int(patch) and min(ratios) > 0:
+        size = int(math.ceil(patch / min(ratios)))  # (DepthPro: its smallest scale still one 384 patch: 1536)
+        late.append({"pixel_values": torch.randn(BATCH, 3, size, size, generator=g)})
     d_model = _find(cfg, ("d_model",), ())
     if "inputs" in params and "input_ids" not in params and d_model:  # (Perceiver without a preprocessor)
         late.append({"inputs": torch.randn(BATCH, SEQ, d_model, generator=g), "attention_mask": _ids()[1]})
