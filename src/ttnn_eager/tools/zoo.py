@@ -644,6 +644,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     mask (PerceiverModel without a preprocessor); a forecaster's past (past_values of context_length plus the
     largest lag, past_time_features of num_time_features, an all-ones past_observed_mask; with future_values
     and future_time_features of prediction_length first: Autoformer, Informer, Time Series Transformer); an
+    video clip of the frames the model pads to (max_img_size: TVP's 448), with the text, then of one sample
+    (TVP's 2-d position embedding works for a batch of 1 only); an
     image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
     image with a task prompt's token ids (task_inputs
     (batch, task_seq_len): OneFormer)."""
@@ -741,6 +743,12 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if text:
             out.append(dict(text, **{video_key: video}))
         out.append({video_key: video})
+        top = getattr(cfg, "max_img_size", None)  # (TVP pads its frames to max_img_size, 448)
+        if _is_int(top) and top != size:
+            video = torch.randn(BATCH, min(frames, 4), ch, top, top, generator=g)
+            late += ([dict(text, **{video_key: video})] if text else []) + [{video_key: video}]
+            if text:  # (and one sample: TVP views its column embeddings as (batch, 1, width, hidden))
+                late.append({k: v[:1] for k, v in dict(text, **{video_key: video}).items()})
     hidden = _find(cfg, _H, ())
     if "decoder_input_values" in params and "input_values" in params and hidden:  # (SpeechT5Model: no prenets,
         h = torch.randn(BATCH, SEQ, hidden, generator=g)                          # hidden states both sides)
