@@ -646,7 +646,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     and future_time_features of prediction_length first: Autoformer, Informer, Time Series Transformer); an
     video clip of the frames the model pads to (max_img_size: TVP's 448), with the text, then of one sample
     (TVP's 2-d position embedding works for a batch of 1 only); an
-    image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
+    image, a prompt image and its mask of half the image size's height (SegGPT stacks the prompt over the
+    image); an image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
     image with a task prompt's token ids (task_inputs
     (batch, task_seq_len): OneFormer)."""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
@@ -689,6 +690,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if "prompt_pixel_values" in params:  # (SegGPT: a prompt image and its mask)
             vis.update(prompt_pixel_values=image, prompt_masks=torch.randn(BATCH, 3, *size, generator=g))
         out.append(vis)
+        if "prompt_pixel_values" in params:  # (SegGPT stacks the prompt over the image: each half the height)
+            half = (size[0] // 2, size[1])
+            late.append({"pixel_values": torch.randn(BATCH, 3, *half, generator=g),
+                         "prompt_pixel_values": torch.randn(BATCH, 3, *half, generator=g),
+                         "prompt_masks": torch.randn(BATCH, 3, *half, generator=g)})
     backbone = getattr(getattr(cfg, "vision_config", None) or cfg, "backbone_config", None)
     bsize = getattr(backbone, "image_size", None)
     bsize = bsize[0] if isinstance(bsize, (list, tuple)) and bsize else bsize
