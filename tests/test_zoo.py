@@ -420,3 +420,14 @@ def test_repair_moves_layer_hooks_into_the_two_layers():
     d = DepthProConfig().to_dict()
     assert zoo.shrink(d)["intermediate_hook_ids"] == [11, 5]
     assert zoo.shrink(d, repair=True)["intermediate_hook_ids"] == [1, 0]
+
+
+def test_repair_gives_a_head_room_for_a_rotary_floor():
+    """CLVP's rotary part is max(projection_dim // (2 heads), 32) channels of each head: the repair rules give
+    its encoders projection_dim 64 and 2 heads of 32 (the plain shrink 4 heads of 16, which cannot hold it)."""
+    from transformers import ClvpConfig
+    assert zoo._config(ClvpConfig).text_config.num_attention_heads == 4
+    c = zoo._config(ClvpConfig, repair=True)
+    for sub in (c.text_config, c.speech_config):
+        assert (sub.projection_dim, sub.num_attention_heads) == (64, 2)
+        assert max(sub.projection_dim // (sub.num_attention_heads * 2), 32) <= sub.hidden_size // sub.num_attention_heads

@@ -633,7 +633,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     image (batch, 1, frames, mels: CLAP); an image of the vision backbone's size (backbone_config.image_size:
     SAM2's Hiera, when the vision config has none); hidden states as input_values and decoder_input_values (an
     encoder-decoder without its pre-nets: SpeechT5Model); text with an image's placeholder tokens
-    (_image_text); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
+    (_image_text); the text with mel features (batch, mels, 128) whose mel count only the decoder sub-config
+    names (CLVP's conditioning encoder: decoder_config.feature_size); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
     MusicGen's decoder; and decoder_input_ids (batch, seq, channels), then (batch x channels, seq), for a
     decoder sub-config of several channels or codebooks: Dia's 9, whose 2-d path makes a view of a transposed
     tensor); a time series with a zero padding mask and frequency class (TimesFM); the text
@@ -677,6 +678,9 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
         image = feats.transpose(1, 2)[:, None].contiguous()  # (CLAP: a one-channel image (batch, 1, frames, mels))
         late += ([dict(text, **{feat_key: image})] if text else []) + [{feat_key: image}]
+    dec_mels = _find(cfg, ("feature_size", "num_mel_bins"), ("decoder_config",)) if feat_key and not mels else None
+    if text and dec_mels:  # (CLVP: its conditioning encoder takes the text and mel features of decoder_config's)
+        late.append(dict(text, **{feat_key: torch.randn(BATCH, dec_mels, AUDIO_FRAMES, generator=g)}))
     if "input_values" in params and ("decoder_input_ids" in params or text):  # (Moonshine; PE audio)
         wave = torch.randn(BATCH, 3840, generator=g)
         other = dict(text) if text else {}
@@ -1022,15 +1026,47 @@ def _read_tokens(d: dict, cfg_class) -> dict:
     return dict(d, **{k: next(spare) for k in missing})
 
 
+def _rotary_floor(d: dict, cfg_class) -> dict:
+    """A rotary size with a floor in the modeling module (CLVP: `dim = max(projection_dim // (heads x 2), 32)`,
+    applied to the first `dim` channels of each head): the size it divides (projection_dim 768) at most the
+    hidden size and the heads of every (sub)config with attention heads and a hidden size at most
+    hidden / floor, so a head holds the rotary part (hidden 64: 2 heads of 32, rotary 32)."""
+    import importlib
+    try:
+        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return d
+    m = re.search(r"\bdim = max\(config\.(\w+) // [^\n]*num_attention_heads[^\n]*,\s*(\d+)\)", src)
+    if not m:
+        return d
+    key, floor = m.group(1), int(m.group(2))
+
+    def fix(node):
+        node = dict(node)
+        h, n = node.get("hidden_size"), node.get("num_attention_heads")
+        if _is_int(node.get(key)) and _is_int(h) and node[key] > h:
+            node[key] = h
+        if _is_int(h) and _is_int(n) and h // n < floor:
+            node["num_attention_heads"] = max(1, h // floor)
+        for k, v in node.items():
+            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
+                node[k] = fix(v)
+        return node
+    return fix(d)
+
+
 def _config(cfg_class, repair: bool = False):
-    """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds and
-    _read_tokens); a config that
+    """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
+    _read_tokens and _rotary_floor); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
-        return _read_tokens(_layer_kinds(_mrope(_derived(_tied(cfg_class().to_dict(), d), cfg_class), cfg_class),
-                                         cfg_class), cfg_class) if repair else d
+        if not repair:
+            return d
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor):
+            d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
+        return d
     d = shrunk()
     for _ in range(6):
         try:
