@@ -111,8 +111,9 @@ def shrink(d: dict, mha: bool = False, repair: bool = False) -> dict:
         _consistent(d, out, s)
     vocab = out.get("vocab_size")
     used = set()
-    if repair and vocab is None and isinstance(out.get("text_config"), dict):  # (a composite config's tokens:
-        text = out["text_config"]                                               # its text model's vocabulary)
+    if repair and vocab is None and isinstance(out.get("text_config"), dict) and isinstance(out.get(
+            "vision_config"), dict) and "pixel_shuffle_ratio" in out["vision_config"]:  # (Llama-4's tokens: its
+        text = out["text_config"]                                                    # text model's vocabulary)
         vocab = text.get("vocab_size")
         used = {x for k, v in text.items() if k.endswith(("token_id", "token_index", "token_ids"))
                 for x in (v if isinstance(v, list) else [v]) if _is_int(x)}
@@ -152,8 +153,9 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       takes vision_output_dim: the released checkpoints have them equal, 4096, the default config 4096 and
       7680): intermediate_size hidden / r^2, the three projector widths the shrunk hidden size;
     - (shrink itself, in repair mode) the special tokens of a composite config without a vocabulary of its
-      own (Llama-4's image_token_index 200092 at the top, its vocabulary in text_config) inside the text
-      config's shrunk vocabulary, on ids the text config's own special tokens do not use;
+      own whose image tokens are counted from the patch grid (a vision_config with pixel_shuffle_ratio:
+      _patch_tokens; Llama-4's image_token_index 200092 at the top, its vocabulary in text_config) inside
+      the text config's shrunk vocabulary, on ids the text config's own special tokens do not use;
     - text positions at least the input's 24 (OWL-ViT: 16); X-MOD's default_language its first language;
     - a backbone's stage_names as many as its stages kept (Swin in MaskFormer); Mimi's upsample_groups the
       hidden size (a depthwise convolution);
@@ -1006,17 +1008,24 @@ def _layer_kinds(d: dict, cfg_class) -> dict:
 def _read_tokens(d: dict, cfg_class) -> dict:
     """Special tokens the modeling module reads from its config (`self.config.vision_start_token_id`) that the
     config class neither has nor maps (the Qwen2.5-Omni and Qwen3-Omni thinker configs lack the
-    vision_start_token_id their get_rope_index reads; the released configs set it): an id of the shrunk
-    vocabulary (the config's, else its text_config's) that no special token of the config uses, from the
-    top down. Only the top-level config gets them."""
+    vision_start_token_id their get_rope_index reads beside 4 tokens they have; the released configs set it),
+    in a function that reads at least 2 tokens the config has, more than it lacks (a text config whose
+    composite model reads the image tokens gets none): an id of the shrunk vocabulary (the config's, else
+    its text_config's) that no special token of the config uses, from the top down. Only the top-level
+    config gets them."""
     import importlib
     try:
         src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
     except Exception:  # noqa: BLE001
         return d
-    missing = [k for k in dict.fromkeys(re.findall(r"self\.config\.(\w+_token_id)\b", src))
-               if k not in d and k not in (getattr(cfg_class, "attribute_map", None) or {})
-               and not hasattr(cfg_class, k)]
+    def has(k):
+        return k in d or k in (getattr(cfg_class, "attribute_map", None) or {}) or hasattr(cfg_class, k)
+    missing = []
+    for body in re.split(r"\n\s*def ", src):  # (per function: the tokens it reads, most of them the config's)
+        read = list(dict.fromkeys(re.findall(r"self\.config\.(\w+_token_id)\b", body)))
+        lacking = [k for k in read if not has(k)]
+        if lacking and len(read) - len(lacking) >= max(2, len(lacking) + 1):
+            missing += [k for k in lacking if k not in missing]
     vocab = d.get("vocab_size") if _is_int(d.get("vocab_size")) else (d.get("text_config") or {}).get("vocab_size")
     if not missing or not _is_int(vocab):
         return d
