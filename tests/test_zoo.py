@@ -373,3 +373,61 @@ def test_tied_layer_out_indices_and_box_embedding_width():
     assert zoo._tied(d, zoo.shrink(d, repair=True))["out_indices"] == [2]
     d = LiltConfig().to_dict()
     assert zoo._tied(d, zoo.shrink(d, repair=True))["hidden_size"] == 96
+
+
+def test_repair_pixel_shuffle_adapter_widths_and_composite_tokens():
+    """Llama-4's vision adapter takes hidden / r^2 shuffled channels and maps them through equal projector
+    widths; its image token (at the top, the vocabulary in text_config) lands in the shrunk vocabulary."""
+    from transformers import Llama4Config
+    d = zoo.shrink(Llama4Config().to_dict(), repair=True)
+    v = d["vision_config"]
+    assert v["intermediate_size"] == 256 and v["projector_input_dim"] == v["projector_output_dim"] == 64
+    assert v["vision_output_dim"] == 64
+    assert d["image_token_index"] < d["text_config"]["vocab_size"]
+    assert zoo.shrink(Llama4Config().to_dict())["image_token_index"] == 200092  # (plain: unchanged)
+    cfg = zoo._config(Llama4Config, repair=True)
+    assert zoo._patch_tokens(cfg) == 256
+
+
+def test_repair_gives_tokens_the_model_reads_and_a_forecast_horizon():
+    """The Qwen2.5-Omni thinker reads config.vision_start_token_id its class lacks: a spare id; Informer's
+    prediction_length is required and None by default: 8 steps (its context_length follows)."""
+    from transformers import InformerConfig, Qwen2_5OmniThinkerConfig
+    c = zoo._config(Qwen2_5OmniThinkerConfig, repair=True)
+    used = {c.image_token_id, c.video_token_id, c.audio_token_id, c.audio_start_token_id}
+    assert c.vision_start_token_id < c.text_config.vocab_size and c.vision_start_token_id not in used
+    assert not hasattr(zoo._config(Qwen2_5OmniThinkerConfig), "vision_start_token_id")
+    assert zoo.shrink(InformerConfig().to_dict())["prediction_length"] is None
+    i = zoo._config(InformerConfig, repair=True)
+    assert (i.prediction_length, i.context_length) == (8, 8)
+
+
+def test_repair_shrinks_cross_attention_sizes():
+    """Dia's decoder names its cross-attention sizes with a cross_ prefix (cross_hidden_size 1024 = the
+    encoder's width): the repair rules shrink them as the plain ones, and the plain shrink leaves them."""
+    from transformers import DiaConfig
+    d = DiaConfig().to_dict()
+    assert zoo.shrink(d)["decoder_config"]["cross_hidden_size"] == 1024
+    r = zoo.shrink(d, repair=True)["decoder_config"]
+    assert (r["cross_hidden_size"], r["cross_num_attention_heads"], r["cross_num_key_value_heads"],
+            r["cross_head_dim"]) == (64, 4, 2, 16)
+
+
+def test_repair_moves_layer_hooks_into_the_two_layers():
+    """DepthPro hooks its encoder's hidden states 11 and 5 (24 layers): the repair rules keep 2 hooks, on the
+    last 2 layers in the list's order."""
+    from transformers import DepthProConfig
+    d = DepthProConfig().to_dict()
+    assert zoo.shrink(d)["intermediate_hook_ids"] == [11, 5]
+    assert zoo.shrink(d, repair=True)["intermediate_hook_ids"] == [1, 0]
+
+
+def test_repair_gives_a_head_room_for_a_rotary_floor():
+    """CLVP's rotary part is max(projection_dim // (2 heads), 32) channels of each head: the repair rules give
+    its encoders projection_dim 64 and 2 heads of 32 (the plain shrink 4 heads of 16, which cannot hold it)."""
+    from transformers import ClvpConfig
+    assert zoo._config(ClvpConfig).text_config.num_attention_heads == 4
+    c = zoo._config(ClvpConfig, repair=True)
+    for sub in (c.text_config, c.speech_config):
+        assert (sub.projection_dim, sub.num_attention_heads) == (64, 2)
+        assert max(sub.projection_dim // (sub.num_attention_heads * 2), 32) <= sub.hidden_size // sub.num_attention_heads

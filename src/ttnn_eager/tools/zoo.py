@@ -28,6 +28,7 @@ import collections
 import contextlib
 import inspect
 import json
+import math
 import os
 import re
 import select
@@ -109,8 +110,15 @@ def shrink(d: dict, mha: bool = False, repair: bool = False) -> dict:
     if repair:
         _consistent(d, out, s)
     vocab = out.get("vocab_size")
+    used = set()
+    if repair and vocab is None and isinstance(out.get("text_config"), dict) and isinstance(out.get(
+            "vision_config"), dict) and "pixel_shuffle_ratio" in out["vision_config"]:  # (Llama-4's tokens: its
+        text = out["text_config"]                                                    # text model's vocabulary)
+        vocab = text.get("vocab_size")
+        used = {x for k, v in text.items() if k.endswith(("token_id", "token_index", "token_ids"))
+                for x in (v if isinstance(v, list) else [v]) if _is_int(x)}
     if _is_int(vocab):  # special tokens inside the shrunk vocabulary
-        spare = iter(range(vocab - 1, 0, -1))
+        spare = iter(x for x in range(vocab - 1, 0, -1) if x not in used)
         for k, v in list(out.items()):
             if k.endswith(("token_id", "token_index", "token_ids")):
                 if _is_int(v) and v >= vocab:
@@ -132,6 +140,22 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     - whisper-style audio encoders (num_mel_bins beside max_source_positions): 64 positions (the input is
       then 128 mel frames: _audio_inputs);
     - video clips: num_frames / frames_per_clip at most 4 (the input's frames: _more_inputs);
+    - cross-attention sizes named as the shrunk ones with a cross_ prefix (Dia's decoder: cross_hidden_size
+      1024, the encoder's width, cross_num_attention_heads, cross_num_key_value_heads 16, cross_head_dim 128):
+      the shrunk hidden size, heads, key-value heads, head size;
+    - layer hook lists beyond the 2 layers (DepthPro's intermediate_hook_ids [11, 5], one per
+      intermediate_feature_dims entry): as many hooks, on the last layers in the list's order ([1, 0]);
+    - a forecast horizon left None (prediction_length, which Autoformer, Informer and the Time Series
+      Transformer require; their context_length follows it): 8 steps;
+    - a pixel-shuffle vision adapter (pixel_shuffle_ratio r beside projector_input_dim: Llama-4, whose adapter
+      MLP takes the patches shuffled to hidden / r^2 channels as its intermediate_size, maps them to
+      projector_input_dim, then projector_output_dim x projector_output_dim, and whose multimodal projector
+      takes vision_output_dim: the released checkpoints have them equal, 4096, the default config 4096 and
+      7680): intermediate_size hidden / r^2, the three projector widths the shrunk hidden size;
+    - (shrink itself, in repair mode) the special tokens of a composite config without a vocabulary of its
+      own whose image tokens are counted from the patch grid (a vision_config with pixel_shuffle_ratio:
+      _patch_tokens; Llama-4's image_token_index 200092 at the top, its vocabulary in text_config) inside
+      the text config's shrunk vocabulary, on ids the text config's own special tokens do not use;
     - text positions at least the input's 24 (OWL-ViT: 16); X-MOD's default_language its first language;
     - a backbone's stage_names as many as its stages kept (Swin in MaskFormer); Mimi's upsample_groups the
       hidden size (a depthwise convolution);
@@ -229,6 +253,26 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
     for k in ("num_frames", "frames_per_clip"):
         if _is_int(out.get(k)) and out[k] > 4:
             out[k] = 4
+    for k, v in list(out.items()):  # (Dia's decoder: cross_hidden_size 1024, the encoder's width; 16 x 128 heads)
+        base = k[len("cross_"):] if k.startswith("cross_") else None
+        if base and _is_int(v) and v > 0 and _is_int(d.get(k)) and v == d[k]:
+            for keys, value in ((_H, s["hidden"]), (_HEADS, s["heads"]), (_KV, s["kv_heads"]),
+                                (_HEAD_DIM, s["head_dim"])):
+                if base in keys:
+                    out[k] = min(v, value) if keys is _KV else value
+    for k, v in list(out.items()):  # (DepthPro: intermediate_hook_ids [11, 5] into its encoder's hidden states)
+        if k.endswith("hook_ids") and isinstance(v, list) and v and all(_is_int(x) for x in v) and max(v) >= s["layers"]:
+            order = sorted(set(v))
+            top = {x: max(0, s["layers"] - len(order) + i) for i, x in enumerate(order)}
+            out[k] = [top[x] for x in v]
+    if "prediction_length" in out and out["prediction_length"] is None:  # (a forecaster's horizon, required)
+        out["prediction_length"] = 8
+    ratio = out.get("pixel_shuffle_ratio")
+    if isinstance(ratio, float) and 0 < ratio < 1 and _is_int(out.get("projector_input_dim")) and new_hidden:
+        out["intermediate_size"] = int(new_hidden / ratio ** 2)  # (Llama-4's vision adapter: shuffled patches in)
+        for k in ("projector_input_dim", "projector_output_dim", "vision_output_dim"):
+            if _is_int(out.get(k)):
+                out[k] = new_hidden
 
 
 
@@ -481,7 +525,36 @@ def _build_transformers(model_type: str, seed: int = 0, repair: bool = False):
     if repair:
         cfg = _sub_config(cfg, model_class)
     model = model_class(cfg).eval()
-    return model, _Candidates(_transformers_inputs(model, cfg, seed)), class_name
+    inputs = _Candidates(_transformers_inputs(model, cfg, seed))
+    if repair and _tuple_outputs(model):
+        model.config.return_dict = False
+        inputs = _Candidates(dict(c, return_dict=True) for c in sorted(inputs, key=lambda c: "pixel_values" not in c))
+    return model, inputs, class_name
+
+
+def _tuple_outputs(model) -> bool:
+    """Whether the model's forward builds its output object from a field its language model's output class
+    does not declare (Llama-4: `image_outputs=outputs.image_outputs` of a MoeCausalLMOutputWithPast, so the
+    dict path always raises: a transformers bug). Such a model (a repair rule) returns tuples: config.return_dict
+    False, and every input candidate return_dict=True (capture_outputs pops the keyword, and its own to_tuple
+    of a False one would fail on the forward's tuple), the candidates with an image first (the field is the
+    image's: the vision tower runs too)."""
+    import dataclasses
+    lm = getattr(model, "language_model", None)
+    if lm is None:
+        return False
+    try:
+        src = inspect.getsource(type(model).forward)
+        ann = str(inspect.signature(type(lm).forward).return_annotation)
+    except (OSError, TypeError, ValueError):
+        return False
+    mod = sys.modules.get(type(lm).__module__)
+    cls = next((c for c in (getattr(mod, n, None) for n in re.findall(r"\w+", ann))
+                if isinstance(c, type) and dataclasses.is_dataclass(c)), None)
+    if cls is None:
+        return False
+    declared = {f.name for f in dataclasses.fields(cls)}
+    return any(f not in declared for f in re.findall(r"\b\w+=outputs\.(\w+)\b", src))
 
 
 def _sub_config(cfg, model_class):
@@ -562,9 +635,24 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     image (batch, 1, frames, mels: CLAP); an image of the vision backbone's size (backbone_config.image_size:
     SAM2's Hiera, when the vision config has none); hidden states as input_values and decoder_input_values (an
     encoder-decoder without its pre-nets: SpeechT5Model); text with an image's placeholder tokens
-    (_image_text); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
-    MusicGen's decoder); a time series with a zero padding mask and frequency class (TimesFM); the text
-    without a cache (use_cache=False: a model whose cache cannot be made from its config, BLT's)."""
+    (_image_text); the text with mel features (batch, mels, 128) whose mel count only the decoder sub-config
+    names (CLVP's conditioning encoder: decoder_config.feature_size); audio codes of several codebooks (num_codebooks: input_ids (batch x codebooks, seq):
+    MusicGen's decoder; and decoder_input_ids (batch, seq, channels), then (batch x channels, seq), for a
+    decoder sub-config of several channels or codebooks: Dia's 9, whose 2-d path makes a view of a transposed
+    tensor); a time series with a zero padding mask and frequency class (TimesFM); the text
+    without a cache (use_cache=False: a model whose cache cannot be made from its config, BLT's); text with
+    an image's placeholder tokens counted from the patch grid (_patch_tokens: Llama-4, no count named); the
+    text with one image per sample (batch, 1, c, h, w) that every text token attends to (image_attention_mask
+    (batch, seq, 1) of ones: IDEFICS's cross-attention); hidden states of d_model as `inputs` with the attention
+    mask (PerceiverModel without a preprocessor); a forecaster's past (past_values of context_length plus the
+    largest lag, past_time_features of num_time_features, an all-ones past_observed_mask; with future_values
+    and future_time_features of prediction_length first: Autoformer, Informer, Time Series Transformer); an
+    video clip of the frames the model pads to (max_img_size: TVP's 448), with the text, then of one sample
+    (TVP's 2-d position embedding works for a batch of 1 only); an
+    image, a prompt image and its mask of half the image size's height (SegGPT stacks the prompt over the
+    image); an image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
+    image with a task prompt's token ids (task_inputs
+    (batch, task_seq_len): OneFormer)."""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
@@ -592,6 +680,9 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
         image = feats.transpose(1, 2)[:, None].contiguous()  # (CLAP: a one-channel image (batch, 1, frames, mels))
         late += ([dict(text, **{feat_key: image})] if text else []) + [{feat_key: image}]
+    dec_mels = _find(cfg, ("feature_size", "num_mel_bins"), ("decoder_config",)) if feat_key and not mels else None
+    if text and dec_mels:  # (CLVP: its conditioning encoder takes the text and mel features of decoder_config's)
+        late.append(dict(text, **{feat_key: torch.randn(BATCH, dec_mels, AUDIO_FRAMES, generator=g)}))
     if "input_values" in params and ("decoder_input_ids" in params or text):  # (Moonshine; PE audio)
         wave = torch.randn(BATCH, 3840, generator=g)
         other = dict(text) if text else {}
@@ -605,6 +696,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if "prompt_pixel_values" in params:  # (SegGPT: a prompt image and its mask)
             vis.update(prompt_pixel_values=image, prompt_masks=torch.randn(BATCH, 3, *size, generator=g))
         out.append(vis)
+        if "prompt_pixel_values" in params:  # (SegGPT stacks the prompt over the image: each half the height)
+            half = (size[0] // 2, size[1])
+            late.append({"pixel_values": torch.randn(BATCH, 3, *half, generator=g),
+                         "prompt_pixel_values": torch.randn(BATCH, 3, *half, generator=g),
+                         "prompt_masks": torch.randn(BATCH, 3, *half, generator=g)})
     backbone = getattr(getattr(cfg, "vision_config", None) or cfg, "backbone_config", None)
     bsize = getattr(backbone, "image_size", None)
     bsize = bsize[0] if isinstance(bsize, (list, tuple)) and bsize else bsize
@@ -659,6 +755,12 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if text:
             out.append(dict(text, **{video_key: video}))
         out.append({video_key: video})
+        top = getattr(cfg, "max_img_size", None)  # (TVP pads its frames to max_img_size, 448)
+        if _is_int(top) and top != size:
+            video = torch.randn(BATCH, min(frames, 4), ch, top, top, generator=g)
+            late += ([dict(text, **{video_key: video})] if text else []) + [{video_key: video}]
+            if text:  # (and one sample: TVP views its column embeddings as (batch, 1, width, hidden))
+                late.append({k: v[:1] for k, v in dict(text, **{video_key: video}).items()})
     hidden = _find(cfg, _H, ())
     if "decoder_input_values" in params and "input_values" in params and hidden:  # (SpeechT5Model: no prenets,
         h = torch.randn(BATCH, SEQ, hidden, generator=g)                          # hidden states both sides)
@@ -669,6 +771,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     codebooks = getattr(cfg, "num_codebooks", None)
     if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
         late.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
+    dec = getattr(cfg, "decoder_config", None)
+    dec_books = _find(dec, ("num_channels", "num_codebooks"), ()) if dec is not None else None
+    if text and "decoder_input_ids" in text and dec_books and dec_books > 1:  # (Dia: the decoder's audio codes,
+        codes = ids[..., None].repeat(1, 1, dec_books) % getattr(dec, "vocab_size", SHRINK["vocab"])  # 9 channels)
+        late += [dict(text, decoder_input_ids=codes), dict(text, decoder_input_ids=codes.transpose(1, 2).flatten(0, 1))]
     if "past_values" in params:
         length = _find(cfg, ("context_length",), ()) or 32
         ch = _find(cfg, ("num_input_channels", "input_size"), ()) or 1
@@ -678,6 +785,18 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
             pad = torch.zeros(BATCH, length, dtype=torch.long)
             late += [{"past_values": series[..., 0], "past_values_padding": pad, "freq": f}
                     for f in (torch.zeros(BATCH, dtype=torch.long), torch.zeros(BATCH, 1, dtype=torch.long))]
+    if "past_time_features" in params and _is_int(getattr(cfg, "context_length", None)) and _is_int(
+            getattr(cfg, "prediction_length", None)):  # (GluonTS-style forecasters: the context plus the lags)
+        length = cfg.context_length + max(getattr(cfg, "lags_sequence", None) or [0])
+        ch, tf = getattr(cfg, "input_size", 1) or 1, getattr(cfg, "num_time_features", 0) or 0
+        shape = (BATCH, length) if ch == 1 else (BATCH, length, ch)
+        fshape = (BATCH, cfg.prediction_length) + shape[2:]
+        past = {"past_values": torch.randn(*shape, generator=g),
+                "past_time_features": torch.randn(BATCH, length, tf, generator=g),
+                "past_observed_mask": torch.ones(shape)}
+        future = {"future_values": torch.randn(*fshape, generator=g),
+                  "future_time_features": torch.randn(BATCH, cfg.prediction_length, tf, generator=g)}
+        late += [dict(past, **future), past]
     if text and "bbox" in params:
         corner = torch.randint(0, 500, (BATCH, SEQ, 2), generator=g)
         box = torch.cat([corner, corner + torch.randint(1, 500, (BATCH, SEQ, 2), generator=g)], -1)
@@ -692,19 +811,49 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                             visual_pos=torch.rand(BATCH, 8, pos, generator=g)))
     if text and "use_cache" in params:  # (a model whose cache cannot be made from its config: BLT's)
         late.append(dict(text, use_cache=False))
+    task_len = _find(cfg, ("task_seq_len",), ())
+    if "task_inputs" in params and pixels is not None and task_len:  # (OneFormer: the task prompt's token ids,
+        late.append({"pixel_values": pixels,                         # task_seq_len of them)
+                     "task_inputs": torch.randint(3, SHRINK["vocab"], (BATCH, task_len), generator=g)})
+    ratios, patch = getattr(cfg, "scaled_images_ratios", None), getattr(cfg, "patch_size", None)
+    if "pixel_values" in params and isinstance(ratios, list) and ratios and _is_int(patch) and min(ratios) > 0:
+        size = int(math.ceil(patch / min(ratios)))  # (DepthPro: its smallest scale still one 384 patch: 1536)
+        late.append({"pixel_values": torch.randn(BATCH, 3, size, size, generator=g)})
+    d_model = _find(cfg, ("d_model",), ())
+    if "inputs" in params and "input_ids" not in params and d_model:  # (Perceiver without a preprocessor)
+        late.append({"inputs": torch.randn(BATCH, SEQ, d_model, generator=g), "attention_mask": _ids()[1]})
+    if text and pixels is not None and "image_attention_mask" in params:  # (IDEFICS: images per sample, each
+        late.append(dict(text, pixel_values=pixels[:, None],                # text token sees the sample's one)
+                         image_attention_mask=torch.ones(*text["input_ids"].shape, 1, dtype=torch.long)))
+    if text and pixels is not None and not _find(cfg, IMAGE_TOKENS, ()) and _patch_tokens(cfg):
+        late += _image_text(cfg, params, text, pixels, _patch_tokens(cfg))  # (Llama-4: a token per 2 x 2 patches)
     return out + late
 
 
 IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
 
 
-def _image_text(cfg, params, text: dict, pixels) -> list:
+def _patch_tokens(cfg) -> int | None:
+    """The image tokens of one image for a config that names no count (IMAGE_TOKENS) but whose every patch
+    becomes a token, r x r patches merged into one by a pixel shuffle (Llama-4: (448 / 14)^2 x 0.5^2 = 256):
+    (image_size // patch_size)^2 x pixel_shuffle_ratio^2 of the vision config; None without a patch grid."""
+    vc = getattr(cfg, "vision_config", None)
+    size, patch = getattr(vc, "image_size", None), getattr(vc, "patch_size", None)
+    ratio = getattr(vc, "pixel_shuffle_ratio", None) or 1.0
+    if not (_is_int(size) and _is_int(patch) and patch > 0):
+        return None
+    n = (size // patch) ** 2 * ratio ** 2
+    return int(n) if n == int(n) and n >= 1 else None
+
+
+def _image_text(cfg, params, text: dict, pixels, n: int | None = None) -> list:
     """Text with an image's placeholders, for the multimodal models that take both and place the image's
     embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
     Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
     equal to it become 3) and, for a model that takes image_embeds_position_mask (Kosmos-2), marked there;
-    the attention mask grows by as many ones. [] when the config names no count."""
-    n = _find(cfg, IMAGE_TOKENS, ())
+    the attention mask grows by as many ones. [] when the config names no count (`n`: the count to use
+    instead of the config's: _patch_tokens)."""
+    n = n or _find(cfg, IMAGE_TOKENS, ())
     if not n:
         return []
     tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index")
@@ -856,14 +1005,77 @@ def _layer_kinds(d: dict, cfg_class) -> dict:
     return fix(d)
 
 
+def _read_tokens(d: dict, cfg_class) -> dict:
+    """Special tokens the modeling module reads from its config (`self.config.vision_start_token_id`) that the
+    config class neither has nor maps (the Qwen2.5-Omni and Qwen3-Omni thinker configs lack the
+    vision_start_token_id their get_rope_index reads beside 4 tokens they have; the released configs set it),
+    in a function that reads at least 2 tokens the config has, more than it lacks (a text config whose
+    composite model reads the image tokens gets none): an id of the shrunk vocabulary (the config's, else
+    its text_config's) that no special token of the config uses, from the top down. Only the top-level
+    config gets them."""
+    import importlib
+    try:
+        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return d
+    def has(k):
+        return k in d or k in (getattr(cfg_class, "attribute_map", None) or {}) or hasattr(cfg_class, k)
+    missing = []
+    for body in re.split(r"\n\s*def ", src):  # (per function: the tokens it reads, most of them the config's)
+        read = list(dict.fromkeys(re.findall(r"self\.config\.(\w+_token_id)\b", body)))
+        lacking = [k for k in read if not has(k)]
+        if lacking and len(read) - len(lacking) >= max(2, len(lacking) + 1):
+            missing += [k for k in lacking if k not in missing]
+    vocab = d.get("vocab_size") if _is_int(d.get("vocab_size")) else (d.get("text_config") or {}).get("vocab_size")
+    if not missing or not _is_int(vocab):
+        return d
+    used = {x for node in _dicts(d) for k, v in node.items() if str(k).endswith(("token_id", "token_index", "token_ids"))
+            for x in (v if isinstance(v, list) else [v]) if _is_int(x)}
+    spare = iter(x for x in range(vocab - 1, 0, -1) if x not in used)
+    return dict(d, **{k: next(spare) for k in missing})
+
+
+def _rotary_floor(d: dict, cfg_class) -> dict:
+    """A rotary size with a floor in the modeling module (CLVP: `dim = max(projection_dim // (heads x 2), 32)`,
+    applied to the first `dim` channels of each head): the size it divides (projection_dim 768) at most the
+    hidden size and the heads of every (sub)config with attention heads and a hidden size at most
+    hidden / floor, so a head holds the rotary part (hidden 64: 2 heads of 32, rotary 32)."""
+    import importlib
+    try:
+        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return d
+    m = re.search(r"\bdim = max\(config\.(\w+) // [^\n]*num_attention_heads[^\n]*,\s*(\d+)\)", src)
+    if not m:
+        return d
+    key, floor = m.group(1), int(m.group(2))
+
+    def fix(node):
+        node = dict(node)
+        h, n = node.get("hidden_size"), node.get("num_attention_heads")
+        if _is_int(node.get(key)) and _is_int(h) and node[key] > h:
+            node[key] = h
+        if _is_int(h) and _is_int(n) and h // n < floor:
+            node["num_attention_heads"] = max(1, h // floor)
+        for k, v in node.items():
+            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
+                node[k] = fix(v)
+        return node
+    return fix(d)
+
+
 def _config(cfg_class, repair: bool = False):
-    """The shrunk config (repair: shrink's repair rules, then _derived, _mrope and _layer_kinds); a config that
+    """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
+    _read_tokens and _rotary_floor); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
-        return _layer_kinds(_mrope(_derived(_tied(cfg_class().to_dict(), d), cfg_class), cfg_class), cfg_class) \
-            if repair else d
+        if not repair:
+            return d
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor):
+            d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
+        return d
     d = shrunk()
     for _ in range(6):
         try:
