@@ -459,6 +459,16 @@ def test_cummax_cummin_nan_inf_and_signed_zeros_as_the_cpu():
     assert empty.values.shape == (0, 3) and empty.indices.dtype == torch.int64
 
 
+def test_cummax_cummin_of_integers_beyond_bfloat16_are_exact():
+    """Integers up to 2**24 are compared as float32 keys, not bfloat16 ones (where 1001 is 1000): the CPU's
+    values and indices, on the device."""
+    x = torch.tensor([[1000, 1001, 999, 1003, 1002, 70001, 70000, 70003]])
+    for f in (torch.cummax, torch.cummin):
+        with ttnn_eager.strict():
+            values_, indices = f(x.to(DEV), 1)
+        assert torch.equal(values_.cpu(), f(x, 1).values) and torch.equal(indices.cpu(), f(x, 1).indices)
+
+
 def test_cummax_of_integers_beyond_float32_falls_back_counted():
     """Integers compared as float32 keys must be exact: values beyond 2**24 run on the CPU fallback."""
     big = torch.tensor([[2 ** 24 + 1, 2 ** 24 + 3, 2 ** 24 + 2]])

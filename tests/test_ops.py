@@ -210,6 +210,7 @@ def test_max_and_min_along_a_dimension_of_integers_on_the_device():
     torch.manual_seed(0)
     x = torch.randint(-50, 50, (4, 7, 9))
     x[0, 0, :] = 3
+    x[1, 2, :] = torch.arange(1000, 1009)  # (not bfloat16 values: float32 keys)
     d = x.to("ttnn:0")
     with ttnn_eager.strict():
         for dim in (0, 1, -1):

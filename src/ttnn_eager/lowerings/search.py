@@ -116,30 +116,32 @@ def min(x):
     return _reduce("min", x, None, False)
 
 
-def _float_keys(x, what: str) -> api.Handle:
-    """x to compare: floating as it is; integers of known range (below 2**24: TimesFM's 0/1 padding) as exact
-    float32 values, torch dtype float32 (the caller converts the values back); bool Unfit."""
-    if x.dtype.is_floating_point:
-        return x
+def _float32_keys(x, what: str) -> api.Handle:
+    """x's values as float32 device values of torch dtype float32 (a new handle; the caller converts results
+    back to x's dtype): floats and bools widened, integers as _keys admits them (below 2**24: exact). Not
+    policy.retag, which would store float32 as bfloat16 (1001 as 1000)."""
+    k = policy.to_float32(_keys(x, what))
+    return api.Handle(k.tt, k.shadow, torch.float32, k.shape, k.index)
+
+
+def _dim_keys(x, what: str) -> api.Handle:
+    """max/min along a dimension compare floats as they are, integers as _float32_keys; bool Unfit."""
     if x.dtype == torch.bool:
         raise Unfit(f"{what} of a bool tensor")
-    _exact_as_float32(x, what)
-    keys = policy.to_float32(x)
-    keys.dtype = torch.float32
-    return keys
+    return x if x.dtype.is_floating_point else _float32_keys(x, what)
 
 
 @lowering(aten.max.dim, ttnn=["max", "argmax", "typecast"], needs=TILE,
           notes="values and indices; integers below 2**24 as float32 keys")
 def max_dim(x, d, keepdim=False):
-    keys = _float_keys(x, "max(dim)")
+    keys = _dim_keys(x, "max(dim)")
     return policy.retag(_reduce("max", keys, d, keepdim), x.dtype), argmax_handle(keys, d, keepdim)
 
 
 @lowering(aten.min.dim, ttnn=["min", "neg", "argmax", "typecast"], needs=TILE,
           notes="values and indices; integers below 2**24 as float32 keys")
 def min_dim(x, d, keepdim=False):
-    keys = _float_keys(x, "min(dim)")
+    keys = _dim_keys(x, "min(dim)")
     return policy.retag(_reduce("min", keys, d, keepdim), x.dtype), argmax_handle(api.run("neg", keys), d, keepdim)
 
 
@@ -169,7 +171,7 @@ def _cumulative_extreme(x, d, compare: str, what: str):
     if size <= 1 or not x.shape.numel():  # one candidate per position (a 0-d tensor too): x itself, index 0
         return share(x), full_handle(x.shape, 0, torch.int64, x.index)
     nan = x.dtype.is_floating_point  # (integer and bool keys have none)
-    values = policy.retag(policy.to_float32(_keys(x, what)), torch.float32)
+    values = _float32_keys(x, what)
     span = api.create("arange", (0, size, 1), api.FLOAT32, api.TILE, x.index, torch.float32)
     indices = expand(reshape(span, [size if i == d else 1 for i in range(n)]), x.shape)
     s = 1
