@@ -88,3 +88,14 @@ def contiguous_shape(shape, numel: int) -> tuple:
                            "dimension size -1 can be any value and is ambiguous")
     shape[shape.index(-1)] = numel // known
     return tuple(shape)
+
+
+def batch_chunks(n: int, most: int) -> list:
+    """[0, n) as the fewest chunks [b0, b1) of at most `most` (>= 1), of nearly equal sizes (at most two
+    sizes: one prepared form or program each): the batches TT-NN's sliding-window ops take in one call."""
+    count = -(-n // most)
+    size, extra = divmod(n, count)
+    bounds = [0]
+    for i in range(count):
+        bounds.append(bounds[-1] + size + (i < extra))
+    return list(zip(bounds[:-1], bounds[1:]))

@@ -64,6 +64,7 @@ from ..core import layout as policy
 from ..core.layout import STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
+from ._common import batch_chunks
 from .padding import constant_pad_nd
 from .views import cat, permute_handle, reshape, slice_handle
 
@@ -79,7 +80,7 @@ def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, t
     """The conv weight and bias in conv2d's (or conv_transpose2d's) form for `spec` (made once:
     layout.prepared). `transform`: a transposed convolution's kernel rearranged as a convolution's
     (_as_conv_kernel), for conv2d. `part` = (first, end): output channels first..end-1 only (a chunk of a
-    grouped convolution's groups: _in_chunks)."""
+    grouped convolution's groups: _chunks)."""
     op = "conv_transpose2d" if transposed else "conv2d"
     key = (op, input_dtype, tuple(sorted(spec.items())), transform is not None, part)
     if part is not None:
@@ -268,8 +269,7 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         out = _depthwise_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow)
         return reshape(out, (n, out_channels, ow)) if one_d else out
     width = ow  # the output's width: TT-NN's (narrow: widened, then cropped back below)
-    pointwise = (kh, kw) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)  # (a matmul to TT-NN)
-    if not transposed and not pointwise and ow < MIN_OUTPUT_WIDTH:
+    if not transposed and not _pointwise((kh, kw), stride, padding) and ow < MIN_OUTPUT_WIDTH:
         width = MIN_OUTPUT_WIDTH
         x = constant_pad_nd(x, (0, (width - ow) * stride[1], 0, 0))  # zero columns after the last window
         n, c, h, w = x.shape
@@ -278,6 +278,7 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     if transposed:
         spec["output_padding"] = output_padding
     chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
+    extra = {"mirror_kernel": True} if transposed else {}
     rows = []
     for b0, b1 in _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype):
         part_x = x if b1 - b0 == n else slice_handle(x, 0, b0, b1)
@@ -294,7 +295,6 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                 part_flat = api.run("slice", flat, [0, 0, 0, first * c_g], [1, 1, nb * h * w, end * c_g],
                                     [1, 1, 1, 1])
             pw, pb = _prepared(weight, bias, part_spec, x.tt_dtype, transposed, transform, part)
-            extra = {"mirror_kernel": True} if transposed else {}
             out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
                           bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
                           conv_config=_config(x.tt_dtype), **part_spec, **extra)
@@ -343,19 +343,16 @@ def _batches(n, c, o, kernel, stride, padding, dilation, tt_dtype) -> list:
     """The batch [0, n) as chunks [b0, b1) of nearly equal size, each small enough for TT-NN's DRAM slicing
     (see above): b * (C + O / 8) * element bytes * max(1, kernel extent / 9) * max(stride) <= _BATCH_BYTES.
     A 1x1 kernel of stride 1 and no padding is TT-NN's matmul route (no sliding window): one chunk."""
-    if kernel == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
+    if _pointwise(kernel, stride, padding):
         return [(0, n)]
     extent = math.prod(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
     per_image = (c + o / 8) * (4 if tt_dtype == api.FLOAT32 else 2) * max(1.0, extent / 9) * max(stride)
-    most = max(1, int(_BATCH_BYTES // per_image))
-    if n <= most:
-        return [(0, n)]
-    count = -(-n // most)
-    size, extra = divmod(n, count)
-    bounds = [0]
-    for i in range(count):
-        bounds.append(bounds[-1] + size + (i < extra))
-    return list(zip(bounds[:-1], bounds[1:]))
+    return batch_chunks(n, max(1, int(_BATCH_BYTES // per_image)))
+
+
+def _pointwise(kernel, stride, padding) -> bool:
+    """A 1x1 kernel of stride 1 and no padding: TT-NN conv2d's matmul route (no sliding window)."""
+    return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
 
 
 def _chunks(groups: int, c_g: int) -> list:

@@ -25,6 +25,7 @@ from ..core.convolution import per_dim, pool_output_size
 from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
+from ._common import batch_chunks
 from .views import cat, permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten
@@ -104,10 +105,10 @@ def _in_batches(pool, x):
     """pool(part) of the [N, C, H, W] x in chunks of whole images (POOL_BATCH_CHANNELS), concatenated along
     the batch (each result of a tuple apart); pool(x) when it fits."""
     n, c = x.shape[0], x.shape[1]
-    step = max(1, POOL_BATCH_CHANNELS // c)
-    if n <= step:
+    chunks = batch_chunks(n, max(1, POOL_BATCH_CHANNELS // c))
+    if len(chunks) == 1:
         return pool(x)
-    parts = [pool(slice_handle(x, 0, b, min(b + step, n))) for b in range(0, n, step)]
+    parts = [pool(slice_handle(x, 0, b0, b1)) for b0, b1 in chunks]
     return tuple(cat(list(p), 0) for p in zip(*parts)) if isinstance(parts[0], tuple) else cat(parts, 0)
 
 
