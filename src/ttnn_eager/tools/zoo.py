@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import inspect
 import json
 import math
@@ -939,6 +940,27 @@ def _dicts(d: dict):
             yield from _dicts(v)
 
 
+def _each_config(d: dict, change) -> dict:
+    """A copy of config dict d in which change(node) (in place) has run on d and on every sub-config (a dict
+    with a model_type or under a *_config key), the sub-configs after their parent."""
+    node = dict(d)
+    change(node)
+    for k, v in node.items():
+        if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
+            node[k] = _each_config(v, change)
+    return node
+
+
+@functools.lru_cache(maxsize=None)
+def _modeling_source(cfg_class) -> str | None:
+    """The source of a config class's modeling module (what the repair rules read defaults from), or None."""
+    import importlib
+    try:
+        return inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _pretrained_config():
     from transformers import PretrainedConfig
     return PretrainedConfig
@@ -949,10 +971,8 @@ def _mrope(d: dict, cfg_class) -> dict:
     that the model takes from `rope_parameters.get("mrope_section", default)` when the config has none: the
     default (read from the modeling module) scaled to the shrunk rotary half, written into every (sub)config
     with rope_parameters and a vocabulary (the text model)."""
-    import importlib
-    try:
-        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
-    except Exception:  # noqa: BLE001
+    src = _modeling_source(cfg_class)
+    if src is None:
         return d
     m = re.search(r"""get\(["']mrope_section["'],\s*\[([\d,\s]+)\]\)""", src)
     if not m or not re.search(r"\.split\(\[?\*?(?:self\.)?mrope_section", src):
@@ -960,19 +980,13 @@ def _mrope(d: dict, cfg_class) -> dict:
     default = [int(x) for x in m.group(1).split(",") if x.strip()]
 
     def fix(node):
-        node = dict(node)
         rp = node.get("rope_parameters")
         if isinstance(rp, dict) and "mrope_section" not in rp and "vocab_size" in node and all(
                 not isinstance(x, dict) for x in rp.values()):
             rotary = (node.get("head_dim") if _is_int(node.get("head_dim")) else SHRINK["head_dim"]) * (
                 rp.get("partial_rotary_factor", node.get("partial_rotary_factor", 1.0)) or 1.0)
             node["rope_parameters"] = dict(rp, mrope_section=_split(int(rotary) // 2, default))
-        for k, v in node.items():
-            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
-                node[k] = fix(v)
-        return node
-    return fix(d)
-
+    return _each_config(d, fix)
 
 
 def _layer_kinds(d: dict, cfg_class) -> dict:
@@ -981,10 +995,8 @@ def _layer_kinds(d: dict, cfg_class) -> dict:
     (sub)config whose layer_types is None (LFM2-MoE indexes it) or names no softmax attention kind while the
     model has one (GraniteMoeHybrid's default: linear attention in all layers, a cache with no sequence
     length)."""
-    import importlib
-    try:
-        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
-    except Exception:  # noqa: BLE001
+    src = _modeling_source(cfg_class)
+    if src is None:
         return d
     m = re.search(r"causal_mask_mapping = \{([^}]*)\}", src)
     kinds = re.findall(r"[\"'](\w+)[\"']\s*:", m.group(1)) if m else []
@@ -992,17 +1004,12 @@ def _layer_kinds(d: dict, cfg_class) -> dict:
         return d
 
     def fix(node):
-        node = dict(node)
         n = next((node[k] for k in _LAYERS if _is_int(node.get(k))), None)
         lt = node.get("layer_types", 0)
         if n and (lt is None or isinstance(lt, list) and lt and not any(
                 "attention" in str(t) and t != "linear_attention" for t in lt)):
             node["layer_types"] = [k for k in kinds if k != "full_attention"][:n - 1] + ["full_attention"]
-        for k, v in node.items():
-            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
-                node[k] = fix(v)
-        return node
-    return fix(d)
+    return _each_config(d, fix)
 
 
 def _read_tokens(d: dict, cfg_class) -> dict:
@@ -1013,10 +1020,8 @@ def _read_tokens(d: dict, cfg_class) -> dict:
     composite model reads the image tokens gets none): an id of the shrunk vocabulary (the config's, else
     its text_config's) that no special token of the config uses, from the top down. Only the top-level
     config gets them."""
-    import importlib
-    try:
-        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
-    except Exception:  # noqa: BLE001
+    src = _modeling_source(cfg_class)
+    if src is None:
         return d
     def has(k):
         return k in d or k in (getattr(cfg_class, "attribute_map", None) or {}) or hasattr(cfg_class, k)
@@ -1040,10 +1045,8 @@ def _rotary_floor(d: dict, cfg_class) -> dict:
     applied to the first `dim` channels of each head): the size it divides (projection_dim 768) at most the
     hidden size and the heads of every (sub)config with attention heads and a hidden size at most
     hidden / floor, so a head holds the rotary part (hidden 64: 2 heads of 32, rotary 32)."""
-    import importlib
-    try:
-        src = inspect.getsource(importlib.import_module(cfg_class.__module__.replace(".configuration_", ".modeling_")))
-    except Exception:  # noqa: BLE001
+    src = _modeling_source(cfg_class)
+    if src is None:
         return d
     m = re.search(r"\bdim = max\(config\.(\w+) // [^\n]*num_attention_heads[^\n]*,\s*(\d+)\)", src)
     if not m:
@@ -1051,17 +1054,12 @@ def _rotary_floor(d: dict, cfg_class) -> dict:
     key, floor = m.group(1), int(m.group(2))
 
     def fix(node):
-        node = dict(node)
         h, n = node.get("hidden_size"), node.get("num_attention_heads")
         if _is_int(node.get(key)) and _is_int(h) and node[key] > h:
             node[key] = h
         if _is_int(h) and _is_int(n) and h // n < floor:
             node["num_attention_heads"] = max(1, h // floor)
-        for k, v in node.items():
-            if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
-                node[k] = fix(v)
-        return node
-    return fix(d)
+    return _each_config(d, fix)
 
 
 def _config(cfg_class, repair: bool = False):
