@@ -244,12 +244,46 @@ def test_float64_sine_position_embedding_as_rt_detr_builds_it():
     assert pcc(out.cpu(), ref) > 0.99999
 
 
-def test_int64_out_of_device_range():
-    x = torch.tensor([1, 2**40])
-    with pytest.raises(RuntimeError, match="do not fit the device's int32"):
-        x.to(DEV)
+def test_int64_beyond_int32_is_kept_on_the_host_and_computed_exactly():
+    """The device's integers are int32. int64 values beyond them (a rolling hash's powers of a large prime, as
+    BLT's hash embeddings compute) are kept exactly on the host; every op on them runs on the counted CPU
+    fallback, and a result that fits int32 (the hash modulo a table size) goes back to the device."""
+    from ttnn_eager import counters
+    from ttnn_eager.core.tensor import handle_of
+
+    def hashed(ids, prime, group=3, table=30000):  # transformers' BLT byte_group_hash_function
+        pad = torch.zeros(ids.shape[0], group - 1, dtype=torch.int64, device=ids.device)
+        windows = torch.cat([pad, ids], dim=1).unfold(1, group, 1)
+        powers = torch.tensor(prime, dtype=torch.int64, device=ids.device) ** torch.arange(group, device=ids.device)
+        return torch.sum(windows * powers, dim=-1) % table
+
+    ids = torch.randint(0, 260, (2, 24), generator=torch.Generator().manual_seed(0))
+    before = counters.counts["fallbacks"]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for prime in (1000000007, 5915587277):
+            out = hashed(ids.to(DEV), prime)
+            assert out.dtype == torch.int64 and torch.equal(out.cpu(), hashed(ids, prime))
+            assert handle_of(out).tt is not None  # back on the device: it fits int32
+    assert counters.counts["fallbacks"] > before
+    assert any("do not fit the device's int32" in str(w.message) for w in seen)
+    x = torch.tensor([1, 2**40]).to(DEV)
+    assert handle_of(x).tt is None and torch.equal(x.cpu(), torch.tensor([1, 2**40]))
+    assert torch.equal((x + 1).cpu(), torch.tensor([2, 2**40 + 1])) and x[1].item() == 2**40
+    with ttnn_eager.strict(), pytest.raises(ttnn_eager.FallbackError, match="do not fit the device's int32"):
+        x * 2
     ok = torch.tensor([-(2**31), 2**31 - 1])
-    assert torch.equal(ok.to(DEV).cpu(), ok)
+    assert torch.equal(ok.to(DEV).cpu(), ok) and handle_of(ok.to(DEV)).tt is not None
+
+
+def test_int64_sum_known_to_leave_int32_is_not_wrapped():
+    """An int64 add whose operands' values are known on the host (an upload) and whose sum leaves int32 is
+    refused by the lowering (the device would wrap around) and computed exactly on the CPU fallback."""
+    ids = torch.tensor([[0, 7, 259], [3, 100, 1]])
+    for offset in (2**31 - 10, -(2**31) - 5, 2**33):
+        assert torch.equal((ids.to(DEV) + offset).cpu(), ids + offset)
+    ints = torch.tensor([5, -7], dtype=torch.int32)  # int32 wraps in PyTorch too
+    assert torch.equal((ints.to(DEV) + (2**31 - 3)).cpu(), ints + (2**31 - 3))
 
 
 def test_mixed_devices():

@@ -65,12 +65,13 @@ def _get(args, kwargs, where, name):
 class _Call:
     """Turns one call's arguments into what a lowering receives."""
 
-    __slots__ = ("index", "promote", "mixed", "complex")
+    __slots__ = ("index", "promote", "mixed", "complex", "host_only")
 
     def __init__(self, mixed: bool, index: int | None = None, promote: list | None = None):
         # index: the device of the tensor arguments seen so far; promote: the PROMOTE handles seen so far
         self.index, self.promote, self.mixed = index, promote if promote is not None else [], mixed
         self.complex = False  # a complex tensor argument was seen: the call goes to _complex
+        self.host_only = False  # an int64 tensor kept on the host (api.keep_on_host): the call falls back
 
     def arg(self, a, need):
         h = maybe_handle(a)
@@ -82,6 +83,9 @@ class _Call:
                     raise device_mismatch(f"ttnn:{self.index}", f"ttnn:{h.index}")
                 self.index = h.index
             if need is None:
+                return h
+            if h.tt is None and api.is_host_only(h):
+                self.host_only = True
                 return h
             if h.dtype is _C64:
                 self.complex = True
@@ -427,6 +431,8 @@ def _dispatch(func, args, kwargs):
         hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
     else:
         hkwargs = {}
+    if call is not None and call.host_only:
+        return fallback(func, args, kwargs, reason=WIDE)
     if call is not None and call.complex:
         return _complex(func, args, kwargs)
     if call is not None and call.promote:
@@ -653,6 +659,10 @@ _NOT_USER_CODE = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(to
 _CROSS_DEVICE = {aten.copy_.default, aten._to_copy.default}
 
 
+WIDE = ("an int64 argument's values do not fit the device's int32 integers, so it is kept exactly on the host "
+        "(e.g. a hash's powers of a large prime); results that fit int32 go back to the device")
+
+
 def fallback(func, args, kwargs, reason: str = ""):
     """Run `func` on the CPU: download inputs, compute, upload outputs (in-place/out= written back).
     `reason`: why a lowering refused these arguments (its Unfit), named in strict mode's error."""
@@ -670,7 +680,8 @@ def fallback(func, args, kwargs, reason: str = ""):
     counters.fallback_by_op[func] += 1
     if func not in _warned:
         _warned.add(func)
-        warnings.warn(f"ttnn_eager: aten op {func} has no TT-NN lowering; it runs on the CPU "
+        why = f"cannot run on TT-NN here ({reason})" if reason == WIDE else "has no TT-NN lowering"
+        warnings.warn(f"ttnn_eager: aten op {func} {why}; it runs on the CPU "
                       f"(copies to and from the device). ttnn_eager.report() shows every such op.",
                       skip_file_prefixes=_NOT_USER_CODE)  # points at the user's line
     index = _device_index(args, kwargs)

@@ -22,9 +22,13 @@ Storage (at upload, `storage_for`):
     torch.float16    bfloat16 TILE   (TT-NN has no float16)
     torch.bool       bfloat16 TILE   (0.0 / 1.0; comparisons on the device produce the same)
     integer dtypes   uint32 TILE when every value is >= 0 (token ids, positions, masks), else int32 TILE;
-                     int64 values must fit in int32 (checked at upload). uint32 storage is how the backend
-                     knows a tensor is non-negative: embedding and gather take it as indices without any
-                     conversion, and subtraction (which could wrap around) first converts it to int32.
+                     uint32 storage is how the backend knows a tensor is non-negative: embedding and gather
+                     take it as indices without any conversion, and subtraction (which could wrap around)
+                     first converts it to int32
+    wide int64       int64 values beyond int32 (checked at upload): no device storage; the exact value is
+                     kept on the host (api.keep_on_host, warned once) and every op on it runs on the CPU
+                     fallback, whose results go back to the device when they fit (a hash taken modulo a
+                     table size)
     matmul weights   with configure(weight_dtype="bfloat8_b"): 2-D parameters (both sizes >= 32) are
                      stored bfloat8_b TILE at upload; an embedding table among them is widened back to
                      bfloat16 once, at its first lookup
@@ -267,11 +271,18 @@ def storage_for(dtype: torch.dtype, nonnegative: bool = False):
 def _int_range(value: torch.Tensor):
     if not value.numel():
         return 0, 0
-    lo, hi = int(value.min()), int(value.max())  # (bool tensors: 0/1)
-    if lo < INT32_MIN or hi > INT32_MAX:
-        raise RuntimeError(f"int64 values in [{lo}, {hi}] do not fit the device's int32 integers "
-                           f"[{INT32_MIN}, {INT32_MAX}]; keep such tensors on the CPU or rescale them")
-    return lo, hi
+    return int(value.min()), int(value.max())  # (bool tensors: 0/1)
+
+
+def _fits(bounds) -> bool:
+    return bounds is None or (INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX)
+
+
+def _keep_wide(value: torch.Tensor, index: int, bounds) -> api.Handle:
+    """An int64 tensor whose values do not fit int32 (what the device stores int64 as): kept exactly on the
+    host (api.keep_on_host) rather than wrapped around or refused. PyTorch computes with it as int64 on the
+    CPU; the dispatcher sends every op on it to the counted CPU fallback (and warns once)."""
+    return api.keep_on_host(value, index, bounds)
 
 
 def is_matmul_weight(value: torch.Tensor) -> bool:
@@ -326,6 +337,8 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
     bounds = None
     if value.dtype in _INT or value.dtype == torch.bool:
         bounds = (*_int_range(value), True) if value.numel() else None
+        if not _fits(bounds):  # (only int64 holds such values)
+            return _keep_wide(value, index, bounds)
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
@@ -334,7 +347,7 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
         layout = api.ROW_MAJOR
     elif value.dtype == torch.float32 and tt_dtype != api.FLOAT32:
         value = _saturated(value)
-    if into is not None and into.host is not None and value.numel():
+    if into is not None and into.host is not None and not api.is_host_only(into) and value.numel():
         h = api.stage(value, tt_dtype, into.host[2], index, bounds=bounds)
     elif kernel or (value.dim() == 0 and bounds is not None):  # (a known 0-d integer: num_batches_tracked)
         h = api.stage(value, tt_dtype, layout, index, bounds=bounds)
@@ -386,6 +399,11 @@ def _saturated(value: torch.Tensor) -> torch.Tensor:
 def materialize(h: api.Handle) -> api.Handle:
     """Give a staged handle its device tensor (its host value, uploaded), an unwritten (torch.empty) one
     zeros."""
+    if api.is_host_only(h):  # (dispatch sends every op on it to the CPU fallback: this is a lowering's own use)
+        lo, hi, _ = h.bounds
+        raise RuntimeError(f"int64 values in [{lo}, {hi}] do not fit the device's int32 integers "
+                           f"[{INT32_MIN}, {INT32_MAX}], so this tensor is kept on the host, and this operation "
+                           f"cannot take it on the device; compute with it on the CPU")
     if h.tt is None and h.host is not None:
         api.upload_staged(h)
     elif h.tt is None and h.dtype is torch.complex64:  # zeros as its real pair

@@ -6,6 +6,8 @@ Everything the backend does on a device goes through these functions:
     upload(tensor, dtype, layout)   host -> device (ttnn.from_torch), counted in host_to_device
     stage(tensor, dtype, layout)    a Handle whose value stays on the host until a use needs it on the device
                                     (upload_staged): conv kernels, whose device form is their prepared one
+    keep_on_host(tensor)            a Handle for int64 values beyond the device's int32: kept on the host,
+                                    never uploaded (every op on it runs on the CPU fallback)
     release(handle)                 a device tensor staged back to the host (its buffer freed) once its
                                     consumers read a prepared form of it instead (batch-norm statistics)
     download(handle)                device -> host (ttnn.to_torch), counted in device_to_host
@@ -432,6 +434,20 @@ def stage(value: torch.Tensor, tt_dtype, layout, index: int, dtype: torch.dtype 
     h = Handle(None, BACKEND.stored(held, tt_dtype), dtype or value.dtype, value.shape, index, bounds)
     h.host = (held, tt_dtype, layout)
     return h
+
+
+def keep_on_host(value: torch.Tensor, index: int, bounds) -> Handle:
+    """A Handle for an int64 tensor whose values do not fit the device's int32 integers (a rolling hash's
+    powers of a large prime): its exact value is kept on the host with no device dtype (host = (value, None,
+    None)) and it never gets a device tensor -- every op on it runs on the CPU fallback (core/dispatch.py),
+    which reads this value as it is. `is_host_only` tells such a handle."""
+    h = Handle(None, None, value.dtype, value.shape, index, bounds)
+    h.host = (value.detach().clone(), None, None)
+    return h
+
+
+def is_host_only(h: Handle) -> bool:
+    return h.tt is None and h.host is not None and h.host[1] is None
 
 
 def release(h: Handle) -> bool:

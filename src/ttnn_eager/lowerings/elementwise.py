@@ -10,7 +10,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.layout import PROMOTE, SIGNED, TILE, TILE_FLOAT
-from ..core.registry import lowering
+from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import check_broadcast, is_handle, promote_scalar, result_dtype
 
@@ -71,11 +71,17 @@ def _scaled(b, alpha):
 
 
 @lowering(aten.add.Tensor, aten.add.Scalar, ttnn=["add"], needs=PROMOTE,
-          notes="integer results keep known value bounds (positions: a StaticCache's write row)")
+          notes="integer results keep known value bounds (positions: a StaticCache's write row); an int64 sum "
+                "known to leave int32 (the device's integers) is refused, so the CPU fallback computes it")
 def add(a, b, *, alpha=1):
-    out = binary("add", a, _scaled(b, alpha), result_dtype(a, b))
-    if not out.dtype.is_floating_point and out.dtype != torch.bool and type(alpha) is int:
-        out.bounds = _sum_bounds(_known(a), _known(b), alpha)
+    dtype = result_dtype(a, b)
+    integer = not dtype.is_floating_point and dtype != torch.bool and type(alpha) is int
+    bounds = _sum_bounds(_known(a), _known(b), alpha) if integer else None
+    if bounds is _WRAPS and dtype == torch.int64:  # (int32 wraps in PyTorch too)
+        raise Unfit("the integer sum's known values leave int32, the device's integers")
+    out = binary("add", a, _scaled(b, alpha), dtype)
+    if integer:
+        out.bounds = None if bounds is _WRAPS else bounds
     return out
 
 
@@ -86,15 +92,18 @@ def _known(x):
     return x.bounds if is_handle(x) else None
 
 
+_WRAPS = "wraps"
+
+
 def _sum_bounds(a, b, alpha: int):
     """Bounds of a + alpha * b from the operands' bounds: min and max add up; both occur when one side is a
-    single known value (a position plus an offset); None when unknown or when int32 could wrap."""
+    single known value (a position plus an offset); None when unknown, _WRAPS when int32 could wrap."""
     if a is None or b is None:
         return None
     lo_b, hi_b = sorted((alpha * b[0], alpha * b[1]))
     lo, hi = a[0] + lo_b, a[1] + hi_b
     if lo < policy.INT32_MIN or hi > policy.INT32_MAX:
-        return None
+        return _WRAPS
     return lo, hi, a[2] and b[2] and (a[0] == a[1] or b[0] == b[1])
 
 
