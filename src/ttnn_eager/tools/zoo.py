@@ -1647,8 +1647,8 @@ NOTES = {
     "blt": "its hash embeddings take a rolling polynomial hash of byte n-grams in int64: powers of primes up to "
     "9.6e9 whose products wrap around int64 on purpose. The device's integers are int32, so those values are kept "
     "exactly on the host and the four ops on them (pow, mul, sum, remainder) run on the counted CPU fallback; the "
-    "hash modulo the table size fits int32 and goes back to the device for the embedding lookup (docs/numerics.md "
-    "has no part in it: the hashes equal the CPU's).",
+    "hash modulo the table size fits int32 and goes back to the device for the embedding lookup: the hashes equal the "
+    "CPU's.",
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
     "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
     "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
