@@ -276,6 +276,27 @@ def test_int64_beyond_int32_is_kept_on_the_host_and_computed_exactly():
     assert torch.equal(ok.to(DEV).cpu(), ok) and handle_of(ok.to(DEV)).tt is not None
 
 
+def test_int64_beyond_int32_in_constants_and_writes_through_views():
+    """Constants beyond int32 (full, fill_, an item assignment) and writes of such values through views of
+    device tensors, or into views of them, give PyTorch's values (they gave 0: ttnn.full wrapped 2**41)."""
+    warnings.simplefilter("ignore")
+    assert torch.full((3,), 2**40, device=DEV).cpu().tolist() == [2**40] * 3
+    assert torch.zeros(3, dtype=torch.int64, device=DEV).fill_(2**33).cpu().tolist() == [2**33] * 3
+    t = torch.zeros(4, dtype=torch.int64, device=DEV)
+    t[1] = 2**41
+    assert t.cpu().tolist() == [0, 2**41, 0, 0]
+    c = torch.tensor([1, 2**40, -(2**35), 7])
+    x = c.to(DEV)
+    z = torch.zeros(2, 4, dtype=torch.int64, device=DEV)
+    z[1] = x
+    assert z.cpu().tolist() == [[0] * 4, c.tolist()]
+    v = x.view(2, 2)
+    v[1, 1] = 2**41
+    v[1][0] = 9
+    c.view(2, 2)[1, 1], c.view(2, 2)[1][0] = 2**41, 9
+    assert x.cpu().tolist() == c.tolist() and v.cpu().tolist() == c.view(2, 2).tolist()
+
+
 def test_int64_sum_known_to_leave_int32_is_not_wrapped():
     """An int64 add whose operands' values are known on the host (an upload) and whose sum leaves int32 is
     refused by the lowering (the device would wrap around) and computed exactly on the CPU fallback."""

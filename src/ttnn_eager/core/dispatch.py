@@ -177,6 +177,8 @@ def write(dst: api.Handle, h: api.Handle) -> None:
     if src is not None:
         base, _, fn, hargs, hkwargs, pos = src
         refresh(base)
+        if api.is_host_only(h) or api.is_host_only(base):  # (int64 values beyond int32: no lowering takes them)
+            fn = _view_on_host(fn)
         write(base, scatter_into(fn, base, h, hargs[1:], hkwargs, pos))
         dst.source = (base, base.version, fn, hargs, hkwargs, pos)
         dst.assign(h)  # the value, and what is known of it, are h's now
@@ -822,7 +824,23 @@ def _cpu_view(func):
         return layout.to_device(host, base.index)
 
     INVERSES[view] = inverse
+    _CPU_VIEWS.add(view)
     return view
+
+
+_CPU_VIEWS: set = set()  # the views _cpu_view made
+
+
+def _view_on_host(fn):
+    """The view lowering `fn` as the view of its aten op run on the CPU (_cpu_view), whose inverse scatters on
+    the CPU: for a write through a view that involves int64 values kept on the host (api.keep_on_host)."""
+    if fn in _CPU_VIEWS:
+        return fn
+    op = next((e.op for e in REGISTRY.values() if e.fn is fn), None)
+    if op is None:
+        raise RuntimeError("ttnn_eager: int64 values beyond the device's int32 integers cannot be written through "
+                           "this view; compute with such tensors on the CPU")
+    return _cpu_view(op)
 
 
 def _device_index(args, kwargs) -> int:

@@ -278,6 +278,11 @@ def _fits(bounds) -> bool:
     return bounds is None or (INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX)
 
 
+def fits_int32(value) -> bool:
+    """A Python number the device's int32 integers hold (a float or bool always: it becomes a float or 0/1)."""
+    return not isinstance(value, int) or isinstance(value, bool) or INT32_MIN <= value <= INT32_MAX
+
+
 def _keep_wide(value: torch.Tensor, index: int, bounds) -> api.Handle:
     """An int64 tensor whose values do not fit int32 (what the device stores int64 as): kept exactly on the
     host (api.keep_on_host) rather than wrapped around or refused. PyTorch computes with it as int64 on the

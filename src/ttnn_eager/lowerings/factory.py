@@ -41,7 +41,8 @@ def full_handle(shape, value, dtype: torch.dtype, index: int, like: api.Handle |
     tt_dtype, tt_layout = (policy.storage_for(dtype, nonnegative) if like is None
                            else policy.storage_like(like, dtype, nonnegative))
     shape = tuple(shape)
-    if 0 in shape:  # no elements: nothing for ttnn.full to make
+    if 0 in shape or (not dtype.is_floating_point and not policy.fits_int32(value)):
+        # no elements: nothing for ttnn.full to make; an int64 constant beyond int32: kept on the host
         return policy.to_device(torch.full(shape, value, dtype=dtype), index)
     if dtype == torch.bool:
         value = float(bool(value))
