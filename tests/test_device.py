@@ -318,6 +318,39 @@ def test_mixed_devices():
     assert torch.allclose((a * torch.tensor(2.0)).cpu(), a.cpu() * 2)
 
 
+def test_zero_dim_cpu_tensors_mix_with_every_binary_op():
+    """A 0-d CPU tensor mixes with device tensors in any op, as in PyTorch: it reaches a lowering as a number
+    where the lowering takes numbers (add) and as a device tensor where it does not (maximum, clamp.Tensor,
+    lerp, xlogy, pow.Tensor_Tensor raised AttributeError or a ttnn TypeError)."""
+    t = torch.tensor([[1.0, 5, 9], [2, 3, 4]])
+    ops = {"maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow, "add": torch.add,
+           "clamp": lambda a, s: a.clamp(min=s), "lerp": lambda a, s: torch.lerp(a, a * 2, s),
+           "xlogy": torch.xlogy, "where": lambda a, s: torch.where(a > 3, a, s), "eq": torch.eq}
+    for name, f in ops.items():
+        for s in (torch.tensor(4.0), torch.tensor(3)):
+            r, e = f(t.to(DEV), s), f(t, s)
+            assert r.device.type == "ttnn" and r.dtype == e.dtype, name
+            assert torch.allclose(r.cpu().float(), e.float(), rtol=1e-2, atol=1e-2), name
+    assert torch.equal(torch.maximum(torch.tensor(4), torch.tensor([1, 7]).to(DEV)).cpu(), torch.tensor([4, 7]))
+
+
+def test_int64_numbers_beyond_int32_with_integer_tensors():
+    """A Python int beyond int32 in an op on integer tensors (t + 2**40, t == 2**40, masked_fill, clamp,
+    index_fill, scatter) computes PyTorch's int64 answer on the CPU fallback: ttnn refused such scalars with a
+    TT_FATAL, and index_fill/scatter wrote 0."""
+    warnings.simplefilter("ignore")
+    c = torch.tensor([[1, 5, 9], [2, 3, 4]])
+    i, j = torch.tensor([0]), torch.tensor([[0], [1]])
+    ops = [lambda t, d: t + 2**40, lambda t, d: t - 2**40, lambda t, d: 2**40 - t, lambda t, d: t == 2**40,
+           lambda t, d: t < 2**40, lambda t, d: t.clamp(max=2**40), lambda t, d: t.masked_fill(t > 5, 2**40),
+           lambda t, d: t + torch.tensor(2**40), lambda t, d: t.index_fill(1, i.to(d), 2**40),
+           lambda t, d: t.scatter(1, j.to(d), 2**40), lambda t, d: torch.maximum(t, torch.tensor(2**40))]
+    for k, f in enumerate(ops):
+        x = c.to(DEV) * 3  # (no value bounds known)
+        assert torch.equal(f(x, DEV).cpu(), f(c * 3, "cpu")), k
+    assert torch.equal((torch.ones(3, device=DEV) * 2**40).cpu(), torch.ones(3) * 2**40)  # (float: no fallback)
+
+
 def test_copy_between_devices_in_place():
     x = torch.zeros(2, 3).to(DEV)
     src = torch.arange(6.0).reshape(2, 3)

@@ -65,11 +65,15 @@ def _get(args, kwargs, where, name):
 class _Call:
     """Turns one call's arguments into what a lowering receives."""
 
-    __slots__ = ("index", "promote", "mixed", "complex", "host_only")
+    __slots__ = ("index", "promote", "mixed", "complex", "host_only", "numbers", "call")
 
-    def __init__(self, mixed: bool, index: int | None = None, promote: list | None = None):
-        # index: the device of the tensor arguments seen so far; promote: the PROMOTE handles seen so far
+    def __init__(self, mixed: bool, index: int | None = None, promote: list | None = None, numbers: bool = True,
+                 call: tuple = ((), {})):
+        # index: the device of the tensor arguments seen so far; promote: the PROMOTE handles seen so far;
+        # numbers: the lowering takes a 0-d CPU tensor as a Python number (registry.Lowering.numbers), else it
+        # gets it on the device of the call's (args, kwargs)
         self.index, self.promote, self.mixed = index, promote if promote is not None else [], mixed
+        self.numbers, self.call = numbers, call
         self.complex = False  # a complex tensor argument was seen: the call goes to _complex
         self.host_only = False  # an int64 tensor kept on the host (api.keep_on_host): the call falls back
 
@@ -97,8 +101,13 @@ class _Call:
         if isinstance(a, torch.Tensor):
             if self.mixed:
                 return a
-            if a.dim() == 0 and a.device.type == "cpu":
-                return a.item()  # PyTorch lets 0-d CPU tensors mix with any device
+            if a.dim() == 0 and a.device.type == "cpu":  # PyTorch lets 0-d CPU tensors mix with any device
+                if self.numbers:
+                    value = a.item()
+                    self.host_only |= not layout.fits_int32(value)  # (an int64 beyond int32: the CPU computes)
+                    return value
+                index = self.index if self.index is not None else _device_index(*self.call)
+                return self.arg(new_tensor(layout.to_device(a, index)), need)
             first = f"ttnn:{self.index}" if self.index is not None else "ttnn:0"
             raise device_mismatch(first, str(a.device))
         if type(a) in (list, tuple):
@@ -404,6 +413,8 @@ def _dispatch(func, args, kwargs):
     counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
+    if entry.numbers and _wide_number(args, kwargs):
+        return fallback(func, args, kwargs, reason=WIDE)
     # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
     # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
     # (or any kwarg) hands this call over to _Call, which does the general work.
@@ -425,11 +436,11 @@ def _dispatch(func, args, kwargs):
                 hargs[pos] = h
                 continue
         if call is None:
-            call = _Call(entry.mixed_devices, index, promote)
+            call = _Call(entry.mixed_devices, index, promote, entry.numbers, (args, kwargs))
         hargs[pos] = call.arg(a, need)
     if kwargs:
         if call is None:
-            call = _Call(entry.mixed_devices, index, promote)
+            call = _Call(entry.mixed_devices, index, promote, entry.numbers, (args, kwargs))
         hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
     else:
         hkwargs = {}
@@ -460,6 +471,20 @@ def _invoke(entry, func, args, kwargs, hargs, hkwargs):
     if entry.aliases:
         return _finish(entry, func, result, args, kwargs, hargs, hkwargs)
     return _wrap(result)
+
+
+def _wide_number(args, kwargs) -> bool:
+    """A Python int beyond the device's int32 integers given to an op that takes numbers, on integer tensors
+    (on floating ones it is a float): ttnn would refuse it (TT_FATAL) or wrap it around, so the CPU computes."""
+    wide = False
+    for v in args:
+        if type(v) is int and not layout.fits_int32(v):
+            wide = True
+    for v in kwargs.values():
+        if type(v) is int and not layout.fits_int32(v):
+            wide = True
+    return wide and any(isinstance(x, torch.Tensor) and not x.dtype.is_floating_point
+                        for x in (*args, *kwargs.values()))
 
 
 def _has_complex(args, kwargs) -> bool:

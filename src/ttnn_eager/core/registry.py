@@ -31,6 +31,7 @@ class Lowering:
     needs: object          # Need, or {arg name or "*": Need}
     notes: str             # limits, semantics worth knowing
     mixed_devices: bool    # accepts CPU tensors beside ttnn ones (copies between devices)
+    numbers: bool = True   # takes a Python number for a tensor argument (registered for a Scalar overload too)
     # Worked out once from the schema, so that dispatch does no schema work per call:
     tensor_positions: tuple = ()  # (position, Need) of each positional tensor argument
     by_name: dict = dataclasses.field(default_factory=dict)  # Need of each argument by name (None: no tensor)
@@ -102,11 +103,16 @@ def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices:
     calls with complex tensor arguments, which receive their handles as they are: needs is ANY)."""
     table, by_id = (COMPLEX, COMPLEX_BY_ID) if complex else (REGISTRY, BY_ID)
 
+    # A 0-d CPU tensor beside device tensors (PyTorch lets it mix with any device) reaches a lowering as a
+    # Python number when the lowering takes numbers -- one of its overloads has a Scalar argument (add.Scalar
+    # beside add.Tensor) -- and as a device tensor otherwise (maximum, clamp.Tensor, lerp.Tensor: dispatch._Call).
+    numbers = any(str(a.type) in ("number", "Optional[number]") for op in ops for a in op._schema.arguments)
+
     def register(fn):
         for op in ops:
             if op in table:
                 raise RuntimeError(f"{op} already has a lowering ({table[op].fn.__qualname__})")
-            table[op] = by_id[id(op)] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices)
+            table[op] = by_id[id(op)] = Lowering(op, fn, tuple(ttnn), needs, notes, mixed_devices, numbers)
         return fn
     return register
 

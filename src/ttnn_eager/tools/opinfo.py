@@ -44,27 +44,12 @@ REFUSED = "ttnn devices do not support"
 UNDEFINED_VALUES = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_permuted", "empty_strided"}
 CPU_ARGS = {"tensor_split"}  # tensor arguments PyTorch requires on the CPU (indices_or_sections)
 
-INT32 = ("int64 values beyond int32 (the sample's extremes): the device's integers are 32-bit, refused at "
-         "upload with a RuntimeError (layout.py)")
-MASKED_IDENTITY = ("the masked reduction fills masked-out elements with int64's extreme (its identity), beyond "
-                   "the device's 32-bit integers: refused at upload (layout.py)")
 TIES = ("a bool tensor of 8000 elements is all ties: the values equal the CPU's, the indices are the stable order "
         "(ties by index), while the CPU's unstable sort orders ties its own way (its indices differ from its own "
         "stable=True result too)")
 
 # (OpInfo name[.variant], dtype name or "*", sample index or "*") -> why it fails
 EXPECTED_FAILURES: dict = {
-    ("abs", "int64", 1): INT32,
-    ("masked.amax", "int64", 1): MASKED_IDENTITY,
-    ("masked.amax", "int64", 3): MASKED_IDENTITY,
-    ("masked.amin", "int64", 1): MASKED_IDENTITY,
-    ("masked.amin", "int64", 3): MASKED_IDENTITY,
-    ("masked.argmax", "int64", 1): MASKED_IDENTITY,
-    ("masked.argmax", "int64", 3): MASKED_IDENTITY,
-    ("masked.argmin", "int64", 1): MASKED_IDENTITY,
-    ("masked.argmin", "int64", 3): MASKED_IDENTITY,
-    ("masked.logsumexp", "int64", 1): MASKED_IDENTITY,
-    ("masked.logsumexp", "int64", 3): MASKED_IDENTITY,
     ("sort", "bool", 0): TIES,
     ("argsort", "bool", 0): TIES,
 }
