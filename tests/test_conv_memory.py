@@ -415,3 +415,27 @@ def test_small_1x1_convolutions_are_matmuls_of_packed_kernels(monkeypatch):
     assert rec.ttnn["conv2d"] == 8 and pcc(out, ref) >= 0.9999
     print(f"8 squeeze-excitation convolutions: {packed / 1024:.0f} KiB packed, {prepared / 1024:.0f} KiB prepared")
     assert prepared == 16 * BANKS * TILE_BYTES
+
+
+def test_a_conv1d_kernel_with_wide_input_channels_is_staged():
+    """SqueezeBERT's grouped conv1d of kernel 1, [768, 192, 1]: a conv1d kernel's last two dimensions are (in,
+    k), so it was not taken for a kernel and was uploaded in TILE as [768, 192, 32] -- 32x its bytes (9.0 MiB
+    for 0.28 MiB), kept beside its prepared form after a forward. Now it is staged like any kernel: after .to
+    only the bias ([32, 768] TILE, 2 pages in each bank) is on the device, after a forward the prepared chunks."""
+    base, before = _clean()
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(768, 768, 1, groups=4)
+    x = torch.randn(1, 768, 24)
+    ref = conv(x).detach()
+    bf16 = sum(p.numel() for p in conv.parameters()) * 2
+    conv.to(DEV)
+    assert handle_of(conv.weight).tt is None
+    assert api.memory_used(0, "DRAM") - base["DRAM"] == 2 * BANKS * TILE_BYTES
+    with torch.no_grad():
+        out = conv(x.to(DEV)).cpu()
+    assert pcc(out, ref) >= 0.9999
+    used = _clean()[0]["DRAM"] - base["DRAM"]
+    print(f"conv1d 768 -> 768, 4 groups, kernel 1: {used / bf16:.2f}x its bf16 bytes after a forward")
+    assert used <= 1.35 * bf16
+    del conv
+    assert _clean() == (base, before)

@@ -282,10 +282,11 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
 
 
 def is_kernel_weight(value: torch.Tensor) -> bool:
-    """A convolution kernel ([out, in, kh, kw] with small kh, kw): TILE would pad each kh x kw plane to 32x32
-    (a 3x3 kernel takes 114x its size), and its consumer, conv2d's weight preparation, reads it once."""
+    """A convolution kernel ([out, in, kh, kw] with small kh, kw; a conv1d's [out, in, k] with a small k, any
+    in): TILE would pad each kh x kw plane to 32x32 (a 3x3 kernel takes 114x its size; SqueezeBERT's kernel-1
+    conv1d [768, 192, 1] 32x), and its consumer, conv2d's weight preparation, reads it once."""
     return (isinstance(value, torch.nn.Parameter) and value.dim() >= 3 and value.shape[-1] < api.TILE_SIZE
-            and value.shape[-2] < api.TILE_SIZE)
+            and (value.dim() == 3 or value.shape[-2] < api.TILE_SIZE))
 
 
 _TRAINABLE = weakref.WeakSet()  # handles of parameters that require grad (uploaded, or written in place)
