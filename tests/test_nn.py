@@ -495,6 +495,38 @@ def test_prepared_weights_follow_a_write():
         close(d(x.to(DEV)), conv(x))
 
 
+@pytest.mark.parametrize("one_d, n, c, o, size, bias", [
+    (False, 1, 16, 8, (1, 1), True),      # squeeze-excitation: a 1x1 image (MobileNetV3, EfficientNet)
+    (False, 3, 576, 144, (1, 1), True),
+    (False, 2, 144, 576, (1, 1), False),
+    (False, 2, 40, 240, (7, 7), False),   # pointwise convolutions of odd widths
+    (False, 1, 72, 24, (5, 9), True),
+    (True, 2, 24, 40, (11,), True),       # conv1d of kernel 1 (in_channels < 32: a staged kernel)
+])
+def test_small_1x1_convolutions_are_matmuls_of_packed_kernels(one_d, n, c, o, size, bias):
+    """A 1x1 convolution (stride 1, no padding, one group) whose prepared conv2d weight would take more than
+    1.1x its packed block is a ttnn.linear (or matmul) of the pixels by the kernel and bias read from packs
+    (lowerings/conv.py, layout.packs_matrix): values as float32 on the CPU, the bias staged back on the host
+    (its reads exact), the kernel packed again after a write."""
+    torch.manual_seed(0)
+    conv = (nn.Conv1d if one_d else nn.Conv2d)(c, o, 1, bias=bias)
+    x = bf(n, c, *size)
+    d = copy.deepcopy(conv).to(DEV)
+    with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        first, second = d(x.to(DEV)).cpu(), d(x.to(DEV)).cpu()
+    assert rec.ttnn["linear"] + rec.ttnn["matmul"] == 2 and rec.ttnn["conv2d"] == 0, dict(rec.ttnn)
+    ref = conv(x).detach()
+    assert first.shape == ref.shape and torch.equal(first, second)
+    assert pcc(first, ref) >= 0.9999 and (first - ref).abs().max() <= 0.01 * ref.abs().max()
+    if bias:
+        from ttnn_eager.core.tensor import handle_of
+        assert handle_of(d.bias).tt is None and torch.equal(d.bias.cpu(), conv.bias.detach().bfloat16().float())
+    with torch.no_grad():
+        conv.weight.mul_(-2.0)
+        d.load_state_dict(conv.state_dict())
+        close(d(x.to(DEV)), conv(x))
+
+
 @pytest.mark.parametrize("call, arg", [
     # (a conv3d runs on the device as one conv2d: core/convolution.py, tests/test_vision_zoo.py; its transpose not)
     (lambda x, w: F.conv_transpose3d(x.unsqueeze(2), w.unsqueeze(2)), "3-d convolution"),

@@ -94,8 +94,9 @@ weights and bias (ttnn.prepare_conv_weights / prepare_conv_bias), whose form dep
 the kernel and the sharding conv2d picks -- is made once per (parameter, op configuration) and kept on the
 parameter's handle (Handle.forms) while it lives and is not written; a steady-state forward prepares
 (converts) nothing. The forms die with the handle (no module-level cache holds them). Small per-channel
-forms (batch-norm folds, depthwise taps and biases) and per-channel parameters [C, 1, 1] are kept in shared
-packs (`pack`, `unpack`: see "packed vectors" below), where alone TILE would pad them 32x to 1024x.
+forms (batch-norm folds, depthwise taps and biases, small 1x1 convolution kernels and biases: pack_matrix)
+and per-channel parameters [C, 1, 1] are kept in shared packs (`pack`, `unpack`: see "packed vectors"
+below), where alone TILE would pad them 32x to 1024x.
 
 Transfers (`transfer_layout`, used by `to_device` and `download`): a tensor crosses PCIe in its own layout,
 except a TILE tensor whose tile padding would at least double the bytes moved and add 64 KiB or more -- a
@@ -111,6 +112,7 @@ gives a new handle. Each conversion is counted in `layout_conversions`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 
 import torch
@@ -296,10 +298,11 @@ def is_matmul_weight(value: torch.Tensor) -> bool:
 
 
 def is_kernel_weight(value: torch.Tensor) -> bool:
-    """A convolution kernel ([out, in, kh, kw] with small kh, kw): TILE would pad each kh x kw plane to 32x32
-    (a 3x3 kernel takes 114x its size), and its consumer, conv2d's weight preparation, reads it once."""
+    """A convolution kernel ([out, in, kh, kw] with small kh, kw; a conv1d's [out, in, k] with a small k, any
+    in): TILE would pad each kh x kw plane to 32x32 (a 3x3 kernel takes 114x its size; SqueezeBERT's kernel-1
+    conv1d [768, 192, 1] 32x), and its consumer, conv2d's weight preparation, reads it once."""
     return (isinstance(value, torch.nn.Parameter) and value.dim() >= 3 and value.shape[-1] < api.TILE_SIZE
-            and value.shape[-2] < api.TILE_SIZE)
+            and (value.dim() == 3 or value.shape[-2] < api.TILE_SIZE))
 
 
 _TRAINABLE = weakref.WeakSet()  # handles of parameters that require grad (uploaded, or written in place)
@@ -689,51 +692,58 @@ def _complex_retag(h: api.Handle, dtype: torch.dtype) -> api.Handle:
 # bfloat16 tile). So such tensors are kept as blocks [C, k] (k <= 32 columns: a column vector, or a
 # depthwise kernel's kk taps as columns) of a shared pack: one [rows, 32] TILE tensor per (device, dtype)
 # whose 32 columns are filled top to bottom (a block goes where its columns are lowest), read back by one
-# ttnn.slice where it is used (`unpack`). A pack is made again (re-uploaded from its host copy) when a block
+# ttnn.slice where it is used (`unpack`). A block wider than 32 columns (a small matrix: pack_matrix; a
+# bias row [1, C]: pack_row) goes to a pack as wide as the block rounded up to whole tiles, one per such
+# width, filled the same way: only its columns are padded (to a multiple of 32), not its rows, and the pack
+# is whole pages in every bank together. A pack is made again (re-uploaded from its host copy) when a block
 # is added -- only while forms are being prepared, at a first forward -- and grows to PACK_ROWS rows; it
 # lives while a form refers to it (forms hold their pack, the open pack is held weakly), so it dies with the
 # last model that uses it. A pack read during a graph capture takes no more blocks (its buffer stays the one
 # the graph recorded).
-PACK_ROWS = 4096  # rows of a pack (256 KiB of bfloat16) before the next block starts a new one
+PACK_ROWS = 4096  # rows of a pack (256 KiB of bfloat16 at 32 columns) before the next block starts a new one
 
 
 class _Pack:
     __slots__ = ("blocks", "heights", "handle", "__weakref__")
 
-    def __init__(self):
-        self.blocks, self.heights, self.handle = [], [0] * api.TILE_SIZE, None
+    def __init__(self, width: int):
+        self.blocks, self.heights, self.handle = [], [0] * width, None
 
 
 _OPEN_PACKS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
 
 def pack(value: torch.Tensor, index: int, dtype: torch.dtype) -> tuple:
-    """Store the host tensor `value` -- a vector [C] (read back as [C, 1]) or a block [C, k], k <= 32 -- in
-    the open pack of device `index`, in the storage of torch dtype `dtype` (see above). Returns the entry
-    (pack, row, column, shape) for `unpack`; the entry keeps its pack alive."""
+    """Store the host tensor `value` -- a vector [C] (read back as [C, 1]) or a block [C, k] -- in the open
+    pack of device `index` for its width (32 columns, or k rounded up to whole tiles), in the storage of
+    torch dtype `dtype` (see above). Returns the entry (pack, row, column, shape) for `unpack`; the entry
+    keeps its pack alive."""
     value = value.detach().float().reshape(value.shape[0], -1)
     rows, cols = value.shape
-    if cols > api.TILE_SIZE:
-        raise ValueError(f"pack: a block of {cols} columns (at most {api.TILE_SIZE})")
+    width = max(api.TILE_SIZE, _whole_tiles(cols))
     tt_dtype = storage_for(dtype)[0]
-    key = (index, tt_dtype)
+    key = (index, tt_dtype, width)
     p = _OPEN_PACKS.get(key)
     place = None
     if p is not None:
-        place = min(range(api.TILE_SIZE - cols + 1), key=lambda j: max(p.heights[j:j + cols]))
+        place = min(range(width - cols + 1), key=lambda j: max(p.heights[j:j + cols]))
         if max(p.heights[place:place + cols]) + rows > max(PACK_ROWS, rows) and any(p.heights):
             p = None
     if p is None:
-        p = _OPEN_PACKS[key] = _Pack()
+        p = _OPEN_PACKS[key] = _Pack(width)
         place = 0
     row = max(p.heights[place:place + cols])
     p.heights[place:place + cols] = [row + rows] * cols
     p.blocks.append((row, place, value))
-    host = torch.zeros(max(p.heights), api.TILE_SIZE)
+    host = torch.zeros(max(p.heights), width)
     for r, c, block in p.blocks:
         host[r:r + block.shape[0], c:c + block.shape[1]] = block
     p.handle = api.upload(host, tt_dtype, api.TILE, index, dtype=dtype)
     return p, row, place, (rows, cols)
+
+
+def _whole_tiles(n: int) -> int:
+    return -(-n // api.TILE_SIZE) * api.TILE_SIZE
 
 
 def is_packed_column(h: api.Handle) -> bool:
@@ -762,3 +772,65 @@ def unpack(entry: tuple) -> api.Handle:
             if open_pack is p:
                 del _OPEN_PACKS[key]
     return api.run("slice", p.handle, [row, col], [row + rows, col + cols], [1, 1])
+
+
+# ----------------------------------------------------------------------------------------------- small matrices
+# A 1x1 convolution's kernel [O, I] prepared for conv2d is [I, O] padded to whole tiles in both dimensions and
+# to whole pages in every DRAM bank: MobileNetV3's and EfficientNet's squeeze-excitation kernels (8 to 144
+# channels one way: [16, 8] took 24 KiB for 256 bytes) and their pointwise kernels of odd widths (40, 72, 88,
+# 120: [240, 40] took 2.56x); its prepared bias [1, 1, 32, O] TILE 32x. Where that form would take more
+# than PACKED_MATRIX_RATIO times the packed one, the convolution is a matmul (lowerings/conv.py) whose kernel
+# is a block of a pack (only its columns padded, stored [O, I] or transposed, whichever pads fewer) and whose
+# bias is a row of one: one slice each per use.
+PACKED_MATRIX_RATIO = 1.1
+
+
+@functools.lru_cache(maxsize=None)
+def packs_matrix(out_channels: int, in_channels: int, bias: bool, index: int) -> bool:
+    """Whether a 1x1 convolution's kernel [O, I] (and bias [O]) is kept packed (pack_matrix, pack_row) rather
+    than as conv2d's prepared weight and bias (see above)."""
+    o, i, banks = out_channels, in_channels, api.memory_views(index)["dram"]["banks"]
+    tile = api.buffer_bytes((api.TILE_SIZE, api.TILE_SIZE), api.BFLOAT16, api.TILE)
+
+    def pages(nbytes):  # a buffer of its own: whole tiles in every bank
+        return -(-nbytes // (tile * banks)) * tile * banks
+    prepared_form = pages(api.buffer_bytes((i, o), api.BFLOAT16, api.TILE))
+    packed = min(o * _whole_tiles(i), i * _whole_tiles(o)) * 2
+    if bias:
+        prepared_form += pages(api.buffer_bytes((1, 1, 1, o), api.BFLOAT16, api.TILE))
+        packed += _whole_tiles(o) * 2
+    return prepared_form > PACKED_MATRIX_RATIO * packed
+
+
+def pack_matrix(h: api.Handle) -> tuple:
+    """A matrix h [O, I, 1, ...] (a 1x1 convolution's kernel, staged) as (device tensor, transpose_b) for the
+    matmul x @ h^T: a block of a pack (_packed), stored [O, I] (transpose_b=True) or [I, O], whichever pads
+    fewer columns to whole tiles."""
+    o, i = h.shape[0], h.shape[1:].numel()
+    transposed = (_whole_tiles(i) - i) * o > (_whole_tiles(o) - o) * i
+    form = _packed(h, ("matrix",), lambda v: v.reshape(o, i).t() if transposed else v.reshape(o, i))
+    return form, not transposed
+
+
+def pack_row(h: api.Handle) -> api.Handle:
+    """A vector h [C] (a 1x1 convolution's bias) as the device row [1, C] a matmul adds: a row of a pack
+    (_packed); h is staged back on the host (api.release: the row replaces it on the device). During a graph
+    capture a bias still on the device is read as it is (its value cannot be read back to the host then)."""
+    if api.recording is not None and h.tt is not None:
+        return ensure(h, TILE_FLOAT)
+    row = _packed(h, ("row",), lambda v: v.reshape(1, -1))
+    if h.tt is not None:
+        api.release(h)
+    return row
+
+
+def _packed(h: api.Handle, key: tuple, block) -> api.Handle:
+    """h's host value as `block(value)`, kept (made once: prepared) in a pack and read back by one slice --
+    or, made during a graph capture (no pack takes a block then), alone in TILE."""
+    def make(s):
+        value = block((s.host[0].reshape(s.shape) if s.host is not None else api.download(s)).float())
+        if api.recording is not None:
+            return api.upload(value.contiguous(), storage_for(s.dtype)[0], api.TILE, s.index, dtype=s.dtype)
+        return pack(value, s.index, s.dtype)
+    form = prepared(h, key, make)
+    return form if type(form) is api.Handle else unpack(form)

@@ -46,6 +46,15 @@ kw] rearranged to [out, in / groups, kh, kw] (each group's block transposed, mir
 value by the weight's preparation, api.prepare's transform) for TT-NN conv2d's groups=. The spread input
 is stride times larger per dimension (its zeros multiplied too): the price of one route for every case.
 
+Small 1x1 convolutions (stride 1, no padding, one group: MobileNetV3's and EfficientNet's squeeze-excitation
+blocks on a 1x1 image, their pointwise convolutions of 40, 72 or 88 channels) are matmuls of the pixels [N*H*W,
+C] by the kernel [O, C]: TT-NN conv2d prepares such a kernel as [C, O] padded to whole tiles both ways and its
+bias as [1, 1, 32, O] (32x), each in whole pages of every DRAM bank (at least 24 KiB). Where that would take
+more than 1.1x (layout.packs_matrix decides), the kernel is a block of a pack, only its columns padded
+(layout.pack_matrix: stored [O, C] or transposed, whichever pads fewer), and the bias a row of one
+(pack_row), each read back by one slice and passed to ttnn.linear (the bias fused). A staged kernel only: a
+computed one would be packed again at every call.
+
 Large batches (TT-NN's DRAM slicing splits the output's rows or columns, never the batch: TT_FATAL "DRAM Auto
 slice could not find valid slice configuration" when its smallest slice of every image does not fit L1; float32
 storage halves the batch that fits -- the two-stage detectors' box head, 3x3 convs over the 7x7 regions of
@@ -65,6 +74,7 @@ from ..core.layout import STAGED, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import batch_chunks
+from .matmul import matmul_handles
 from .padding import constant_pad_nd
 from .views import cat, permute_handle, reshape, slice_handle
 
@@ -188,6 +198,18 @@ def _depthwise_transposed(x, weight, bias, kernel, stride, padding, dilation, ou
     return _depthwise_taps(x, weight, bias, kernel, (1, 1), (0, 0), dilation, oh, ow, flipped=True)
 
 
+def _pointwise_matmul(x, weight, bias):
+    """A 1x1 convolution (stride 1, no padding, one group) of x [N, C, H, W] as the matmul of its pixels
+    [N*H*W, C] by its kernel [O, C] plus its bias, both read from packs (layout.pack_matrix, pack_row: see the
+    module docstring); NCHW in and out (a 1x1 image, squeeze-excitation's, needs no permute)."""
+    n, c, h, w = x.shape
+    o = weight.shape[0]
+    pixels = reshape(x, (n, c)) if h * w == 1 else reshape(permute_handle(x, (0, 2, 3, 1)), (n * h * w, c))
+    kernel, transpose_b = policy.pack_matrix(weight)
+    out = matmul_handles(pixels, kernel, transpose_b, None if bias is None else policy.pack_row(bias))
+    return reshape(out, (n, o, 1, 1)) if h * w == 1 else permute_handle(reshape(out, (n, h, w, o)), (0, 3, 1, 2))
+
+
 def _as_conv_kernel(groups: int):
     """A transposed convolution's kernel [in, out / groups, *k] as the convolution's [out, in / groups, *k]
     that computes it over the spread and padded input (_spread): each group's block transposed, mirrored."""
@@ -232,15 +254,16 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-@lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat", "mul", "sum", "add"],
+@lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat",
+                                         "mul", "sum", "add", "linear", "matmul"],
           needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise as a sum of shifted windows times per-channel weights "
-                "(full, slice, concat, mul, sum); other groups as TT-NN conv2d's groups=; transposed ones with "
-                "groups or dilation as the convolution of the mirrored kernel over the input spread by the "
-                "stride and padded; 3-d convolutions refused, then decomposed into one conv2d "
-                "(core/convolution.py); transposed 3-d ones run on the CPU fallback; large batches in chunks "
-                "that fit TT-NN's DRAM slicing")
+                "(full, slice, concat, mul, sum); small 1x1 ones as a linear of a packed kernel and bias; other "
+                "groups as TT-NN conv2d's groups=; transposed ones with groups or dilation as the convolution "
+                "of the mirrored kernel over the input spread by the stride and padded; 3-d convolutions "
+                "refused, then decomposed into one conv2d (core/convolution.py); transposed 3-d ones run on the "
+                "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3
@@ -267,6 +290,10 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         stride, padding, transposed, transform = (1, 1), (0, 0), False, _as_conv_kernel(groups)
     elif not transposed and _depthwise(x, weight, groups):
         out = _depthwise_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow)
+        return reshape(out, (n, out_channels, ow)) if one_d else out
+    elif (not transposed and groups == 1 and _pointwise((kh, kw), stride, padding) and weight.host is not None
+          and policy.packs_matrix(out_channels, c, bias is not None, x.index)):
+        out = _pointwise_matmul(x, weight, bias)
         return reshape(out, (n, out_channels, ow)) if one_d else out
     width = ow  # the output's width: TT-NN's (narrow: widened, then cropped back below)
     if not transposed and not _pointwise((kh, kw), stride, padding) and ow < MIN_OUTPUT_WIDTH:
