@@ -195,7 +195,11 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       audio_token_offset, its end within the vocabulary): codebooks of at most 128, the ranges laid end to end
       in their order at the end of the shrunk vocabulary;
       and width factors (*_dim_factor) that made multiples of 64 of the original hidden size but not of the
-      shrunk one: 1.0 (xLSTM's config rounds qk_dim = hidden x qk_dim_factor up to 64, its layers do not)."""
+      shrunk one: 1.0 (xLSTM's config rounds qk_dim = hidden x qk_dim_factor up to 64, its layers do not);
+    - a pooler_output_size equal to a width of the config (ViT's 768 in a VisionTextDualEncoder): the shrunk
+      hidden size; a *_dim equal to a config's width plus one of its direct sub-configs' (X-Codec2's and
+      NeuCodec's quantization_dim 2048 = 1024 acoustic + 1024 semantic features, concatenated): twice the
+      shrunk hidden size."""
     if _is_int(out.get("num_kv_shared_layers")):
         out["num_kv_shared_layers"] = 0
     _consistent_moe(d, out, s)
@@ -318,14 +322,19 @@ def _consistent_moe(d: dict, out: dict, s: dict) -> None:
     hidden = next(((d[k], out[k]) for k in _H if _is_int(d.get(k)) and _is_int(out.get(k))), None)
     depth = next(((d[k], out[k]) for k in _LAYERS if _is_int(d.get(k)) and _is_int(out.get(k))), None)
     widths = {v[k] for v in _dicts(d) for k in _H if _is_int(v.get(k)) and v[k] > s["hidden"]}
+    def width(o):
+        return next((o[k] for k in _H if _is_int(o.get(k)) and o[k] > s["hidden"]), None)
 
     def alias(o, n):
+        pairs = {width(o) + width(x) for x in o.values() if isinstance(x, dict) and width(x) and width(o)}
         for k, v in o.items():
             if isinstance(v, dict) and isinstance(n.get(k), dict):
                 alias(v, n[k])
             elif _is_int(v) and ("adapter" in k or k.startswith("hidden_size_") or k.endswith("_dim") and (
-                    "embed" in k or "model" in k)) and v in widths and n.get(k) == v:
+                    "embed" in k or "model" in k) or k == "pooler_output_size") and v in widths and n.get(k) == v:
                 n[k] = s["hidden"]
+            elif _is_int(v) and k.endswith("_dim") and v in pairs and v not in widths and n.get(k) == v:
+                n[k] = 2 * s["hidden"]  # (its and a sub-config's features concatenated: X-Codec2's quantization_dim)
     alias(d, out)
     offsets = sorted((k for k in out if k.endswith("_token_offset") and _is_int(out[k])), key=lambda k: out[k])
     books = [v for v in out.values() if isinstance(v, dict) and _is_int(v.get("codebook_size"))]
@@ -371,6 +380,9 @@ def _tied(d: dict, out: dict) -> dict:
       a hidden size not a multiple of 6: LiLT) 96;
     - a None vocabulary_map (Chameleon, Emu3: the tokenizer's names of the image tokens) an empty map: the
       text runs alone;
+    - a patch_size equal to its sub-configs' image_size (DepthPro: 384 patches, each its DINOv2 encoders'
+      384 image of 14-pixel patches) 4 of the sub-configs' patches (56), their image_size too: the default
+      224 image then holds one patch at the smallest scale (0.25), and no 1536 image is needed;
     - a backbone_config whose features feed a multi-scale head (several out_features: Swin in Mask2Former
       and MaskFormer, whose pixel decoders take 4 levels) keeps all its stages, 1 block each, its stage_names
       and out_features / out_indices, its per-stage heads scaled with its width."""
@@ -421,6 +433,13 @@ def _tied(d: dict, out: dict) -> dict:
                 for h in _H:  # (LiLT: 6 box embeddings of hidden // 6 each add up to the hidden size)
                     if _is_int(n.get(h)) and n[h] == SHRINK["hidden"]:
                         n[h] = 96
+            elif k == "patch_size" and _is_int(v) and v == o.get(k) and any(
+                    isinstance(x, dict) and x.get("image_size") == v and _is_int(x.get("patch_size")) and
+                    4 * x["patch_size"] < v for x in n.values()):
+                subs = [h for h, x in n.items() if isinstance(x, dict) and x.get("image_size") == v]
+                n[k] = 4 * n[subs[0]]["patch_size"]  # (DepthPro: 384 patches, each its DINOv2's 384 image)
+                for h in subs:
+                    n[h] = dict(n[h], image_size=n[k])
             elif k == "vocabulary_map" and v is None:
                 n[k] = {}
             elif k in ("image_token_index", "image_token_id") and v is None and _is_int(n.get("num_query_tokens")):
@@ -609,7 +628,9 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
         wave = torch.randn(BATCH, 3840, generator=g)
         out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
-    return (out or [{}]) + _more_inputs(cfg, params, g, out[0] if out and "input_ids" in out[0] else None, pixels)
+    text = out[0] if out and "input_ids" in out[0] else None
+    out = (out or [{}]) + _more_inputs(cfg, params, g, text, pixels)
+    return out + _required(cfg, params, g, text, out)
 
 
 def _find(cfg, keys, subs=("audio_config", "encoder_config", "speech_config", "vision_config")):
@@ -651,10 +672,13 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     video clip of the frames the model pads to (max_img_size: TVP's 448), with the text, then of one sample
     (TVP's 2-d position embedding works for a batch of 1 only); an
     image, a prompt image and its mask of half the image size's height (SegGPT stacks the prompt over the
-    image); an image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
-    image with a task prompt's token ids (task_inputs
-    (batch, task_seq_len): OneFormer)."""
+    image); an image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro:
+    224 with its repaired patch_size 56); an image with a task prompt's token ids (task_inputs
+    (batch, task_seq_len): OneFormer); the Q-Former's query tokens with the image features it cross-attends to
+    (encoder_hidden_states (batch, 16, encoder_hidden_size): BLIP-2's Q-Former alone); mel features stacked
+    num_stacked_frames at a time, with their mask (Fun-ASR: 7 x 80). (_required's come after these.)"""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
+    g_late = torch.Generator().manual_seed(1)  # (draws of late candidates added later: g's draws stay as they were)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
                        "feature_projection_input_dim"))
@@ -677,6 +701,9 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if stacked and stacked != mels:
             f = torch.randn(BATCH, frames, stacked, generator=g)
             out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
+        times = _find(cfg, ("num_stacked_frames",), ())  # (Fun-ASR: 7 frames stacked, 7 x 80 features)
+        if times and times > 1:
+            late.append(dict(extra, **{feat_key: feats.transpose(1, 2).repeat(1, 1, times)}, **masks))
         if text:  # (models that take the text beside the audio: Voxtral realtime)
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
         image = feats.transpose(1, 2)[:, None].contiguous()  # (CLAP: a one-channel image (batch, 1, frames, mels))
@@ -711,6 +738,9 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         hidden = _find(cfg, ("hidden_size",), ())
         if hidden:
             out.append({"query_embeds": torch.randn(BATCH, 8, hidden, generator=g)})
+            enc = _find(cfg, ("encoder_hidden_size",), ())  # (with the image features it cross-attends to)
+            if enc:
+                late.append(dict(out[-1], encoder_hidden_states=torch.randn(BATCH, 16, enc, generator=g_late)))
     if "states" in params and "returns_to_go" in params:  # (Decision Transformer: a trajectory)
         sd, ad = getattr(cfg, "state_dim", None), getattr(cfg, "act_dim", None)
         if _is_int(sd) and _is_int(ad):
@@ -818,7 +848,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                      "task_inputs": torch.randint(3, SHRINK["vocab"], (BATCH, task_len), generator=g)})
     ratios, patch = getattr(cfg, "scaled_images_ratios", None), getattr(cfg, "patch_size", None)
     if "pixel_values" in params and isinstance(ratios, list) and ratios and _is_int(patch) and min(ratios) > 0:
-        size = int(math.ceil(patch / min(ratios)))  # (DepthPro: its smallest scale still one 384 patch: 1536)
+        size = int(math.ceil(patch / min(ratios)))  # (DepthPro: its smallest scale still one patch)
         late.append({"pixel_values": torch.randn(BATCH, 3, size, size, generator=g)})
     d_model = _find(cfg, ("d_model",), ())
     if "inputs" in params and "input_ids" not in params and d_model:  # (Perceiver without a preprocessor)
@@ -829,6 +859,61 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     if text and pixels is not None and not _find(cfg, IMAGE_TOKENS, ()) and _patch_tokens(cfg):
         late += _image_text(cfg, params, text, pixels, _patch_tokens(cfg))  # (Llama-4: a token per 2 x 2 patches)
     return out + late
+
+
+MELS = 128  # the mel bins of an audio input whose config names none (Gemma-4's audio tower: 128)
+
+
+def _find_any(cfg, keys):
+    """The first positive integer among `keys` on the config or on any sub-config under it, depth first."""
+    d = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+    return next((v[k] for v in _dicts(d) for k in keys if _is_int(v.get(k)) and v[k] > 0), None)
+
+
+def _required(cfg, params, g, text, given: list) -> list:
+    """Candidates, tried last, for a forward with required arguments (no default) that no other candidate
+    gives, each built from its name and the config (all the required ones, so that one candidate has them
+    together): input_features mel features (the mel count of the config
+    or of any sub-config, else MELS; (batch, mels, frames) then (batch, frames, mels); beside a waveform
+    (input_values, 0.24 s at 16 kHz, (batch, samples) then (batch, 1, samples)) as many frames as the
+    config's downsampling_ratios make of it: X-Codec2's semantic and acoustic frames are concatenated);
+    pixel_values_videos a clip of 4 frames of the vision config's image size (PE Video); any other tensor
+    (Mimi's and Pocket-TTS's decoder latents, VibeVoice's hidden_states, Nemotron's inputs_embeds, MuSE's
+    noise_embeds and context_hidden_states) hidden-size features, (batch, hidden, 24) then (batch, 24, hidden)
+    (and for a width-1 channels config: a waveform (batch, channels, samples), VibeVoice's encoder). With the
+    text when the forward takes input_ids. [] when every required argument is given by some candidate."""
+    import itertools
+    need = [k for k, p in params.items() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if all(any(k in c for c in given) for k in need):
+        return []
+    samples = 3840
+    hidden = _find(cfg, _H, ()) or _find_any(cfg, _H) or SHRINK["hidden"]
+    hop = getattr(cfg, "downsampling_ratios", None)
+    forms = {}
+    for k in need:
+        if k == "input_features":
+            mels = _find_any(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "feature_size",
+                                   "feature_projection_input_dim")) or MELS
+            frames = samples // math.prod(hop) if "input_values" in params and isinstance(hop, list) and hop \
+                else AUDIO_FRAMES
+            f = torch.randn(BATCH, mels, frames, generator=g)
+            forms[k] = [f, f.transpose(1, 2).contiguous()]
+        elif k == "input_values":
+            wave = torch.randn(BATCH, samples, generator=g)
+            forms[k] = [wave, wave[:, None]]
+        elif k == "pixel_values_videos":
+            vc = getattr(cfg, "vision_config", None) or cfg
+            size = getattr(vc, "image_size", None)
+            size = size[0] if isinstance(size, (list, tuple)) else size if _is_int(size) else 224
+            forms[k] = [torch.randn(BATCH, 4, 3, size, size, generator=g)]
+        elif k not in ("input_ids",):
+            h = torch.randn(BATCH, hidden, SEQ, generator=g)
+            forms[k] = [h, h.transpose(1, 2).contiguous()]
+            ch = getattr(cfg, "channels", None)
+            if _is_int(ch) and ch < 4:
+                forms[k].append(torch.randn(BATCH, ch, samples, generator=g))
+    base = dict(text) if text and "input_ids" in params else {}
+    return [dict(base, **dict(zip(forms, combo))) for combo in itertools.product(*forms.values())]
 
 
 IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
@@ -970,22 +1055,27 @@ def _mrope(d: dict, cfg_class) -> dict:
     """Multimodal rotary sections (Qwen2-VL's [16, 24, 24] temporal/height/width split of the rotary half)
     that the model takes from `rope_parameters.get("mrope_section", default)` when the config has none: the
     default (read from the modeling module) scaled to the shrunk rotary half, written into every (sub)config
-    with rope_parameters and a vocabulary (the text model)."""
-    src = _modeling_source(cfg_class)
-    if src is None:
-        return d
-    m = re.search(r"""get\(["']mrope_section["'],\s*\[([\d,\s]+)\]\)""", src)
-    if not m or not re.search(r"\.split\(\[?\*?(?:self\.)?mrope_section", src):
-        return d
-    default = [int(x) for x in m.group(1).split(",") if x.strip()]
+    with rope_parameters and a vocabulary (the text model). When the model's own module reads none, a
+    sub-config whose own modeling module reads one gets its default (GLM-4.6V's glm4v_text: [8, 12, 12])."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    def section(c):
+        src = _modeling_source(c)
+        m = src and re.search(r"""get\(["']mrope_section["'],\s*\[([\d,\s]+)\]\)""", src)
+        if m and re.search(r"\.split\(\[?\*?(?:self\.)?mrope_section", src):
+            return [int(x) for x in m.group(1).split(",") if x.strip()]
+        return None
+    default = section(cfg_class)
 
     def fix(node):
         rp = node.get("rope_parameters")
-        if isinstance(rp, dict) and "mrope_section" not in rp and "vocab_size" in node and all(
+        own = default or (node is not d and node.get("model_type") in CONFIG_MAPPING and section(
+            CONFIG_MAPPING[node["model_type"]]))  # (else the sub-config's own module: GLM-4.6V's text model)
+        if own and isinstance(rp, dict) and "mrope_section" not in rp and "vocab_size" in node and all(
                 not isinstance(x, dict) for x in rp.values()):
             rotary = (node.get("head_dim") if _is_int(node.get("head_dim")) else SHRINK["head_dim"]) * (
                 rp.get("partial_rotary_factor", node.get("partial_rotary_factor", 1.0)) or 1.0)
-            node["rope_parameters"] = dict(rp, mrope_section=_split(int(rotary) // 2, default))
+            node["rope_parameters"] = dict(rp, mrope_section=_split(int(rotary) // 2, own))
     return _each_config(d, fix)
 
 
@@ -1062,16 +1152,33 @@ def _rotary_floor(d: dict, cfg_class) -> dict:
     return _each_config(d, fix)
 
 
+def _rope_heads(d: dict, cfg_class) -> dict:
+    """Rotary tables over the heads axis (X-Codec2, NeuCodec: `apply_rotary_pos_emb(..., unsqueeze_dim=2)` on
+    (batch, heads, seq, head size) queries and keys, cos / sin one row per query head): the key-value heads of
+    every (sub)config with attention heads as many as its heads, so the keys match the table."""
+    src = _modeling_source(cfg_class)
+    if not src or not re.search(r"key_states = [^\n]*\.transpose\(1, 2\)\n(?:[^\n]*\n){0,8}?[^\n]*"
+                               r"apply_rotary_pos_emb\(query_states, key_states, cos, sin, unsqueeze_dim=2\)", src):
+        return d
+
+    def fix(node):
+        heads = next((node[k] for k in _HEADS if _is_int(node.get(k))), None)
+        for k in _KV:
+            if heads and _is_int(node.get(k)):
+                node[k] = heads
+    return _each_config(d, fix)
+
+
 def _config(cfg_class, repair: bool = False):
     """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
-    _read_tokens and _rotary_floor); a config that
+    _read_tokens, _rotary_floor and _rope_heads); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
         if not repair:
             return d
-        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor):
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads):
             d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
         return d
     d = shrunk()
