@@ -202,6 +202,10 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       shrunk hidden size."""
     if _is_int(out.get("num_kv_shared_layers")):
         out["num_kv_shared_layers"] = 0
+    for k, v in list(out.items()):  # (Sapiens2's num_key_value_heads_per_layer [16, 8], num_key_value_attention_heads 8)
+        if k.startswith("num_key_value") and k not in _KV and (_is_int(v) or isinstance(v, list) and v and all(
+                _is_int(x) for x in v)):
+            out[k] = [min(x, s["kv_heads"]) for x in v] if isinstance(v, list) else min(v, s["kv_heads"])
     _consistent_moe(d, out, s)
     widths = [k for k in _H if _is_int(d.get(k)) and d[k] > 0]
     base = min(widths, key=lambda k: d[k], default=None)  # the first stage's width (Swin: embed_dim)
@@ -372,7 +376,8 @@ def _tied(d: dict, out: dict) -> dict:
       shrink kept 2 stages (CLAP's audio Swin: patch_embeds_hidden_size 96, 768 = 96 x 2^3 -> 192);
     - a None vocab_size of a config with attention heads and a hidden size (ESM: set by the tokenizer) is the
       shrunk vocabulary (its pad_token_id, None too, 1);
-    - a None image token of a config with query tokens (BLIP-2, InstructBLIP: the processor's) the
+    - a None image (or video) token of a config with query tokens (BLIP-2, InstructBLIP, InstructBLIP-Video:
+      the processor's) the
       vocabulary's last id (_image_text's inputs place the query tokens' positions with it);
     - layer out_indices (a config without stage_names: Data2Vec-Vision's [3, 5, 7, 11]) that shrink left None
       and the config's validation refuses: the last layer;
@@ -442,7 +447,8 @@ def _tied(d: dict, out: dict) -> dict:
                     n[h] = dict(n[h], image_size=n[k])
             elif k == "vocabulary_map" and v is None:
                 n[k] = {}
-            elif k in ("image_token_index", "image_token_id") and v is None and _is_int(n.get("num_query_tokens")):
+            elif k in ("image_token_index", "image_token_id", "video_token_index") and v is None and _is_int(
+                    n.get("num_query_tokens")):
                 n[k] = SHRINK["vocab"] - 1
             elif isinstance(v, dict) and isinstance(o.get(k), dict):
                 n[k] = fix(o[k], dict(v))
@@ -755,7 +761,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
     if grid_key and "input_ids" not in params:
         patch = _find(cfg, ("patch_size",), ())
-        tp = _find(cfg, ("temporal_patch_size",), ()) or 1
+        tp = _find(cfg, ("temporal_patch_size", "patch_temporal"), ()) or 1
         ch = _find(cfg, ("in_channels", "num_channels", "in_chans"), ()) or 3
         merge = _find(cfg, ("spatial_merge_size", "merge_size"), ()) or 2
         if patch:
@@ -799,6 +805,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                 {"input_values": h, "attention_mask": _ids()[1], "decoder_input_values": h.flip(1)}]
     if text and pixels is not None:
         late += _image_text(cfg, params, text, pixels)
+    video_tok = ("video_token_index", "video_token_id")
+    if text and pixels is not None and _find(cfg, video_tok, ()) is not None and not _find(
+            cfg, ("image_token_id", "image_token_index"), ()) and _find(cfg, IMAGE_TOKENS, ()):
+        clip = pixels[:, None].repeat(1, 4, 1, 1, 1)  # (InstructBLIP-Video: 4 frames, each its query tokens)
+        late += _image_text(cfg, params, text, clip, 4 * _find(cfg, IMAGE_TOKENS, ()), video_tok)
     codebooks = getattr(cfg, "num_codebooks", None)
     if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
         late.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
@@ -877,7 +888,9 @@ def _required(cfg, params, g, text, given: list) -> list:
     or of any sub-config, else MELS; (batch, mels, frames) then (batch, frames, mels); beside a waveform
     (input_values, 0.24 s at 16 kHz, (batch, samples) then (batch, 1, samples)) as many frames as the
     config's downsampling_ratios make of it: X-Codec2's semantic and acoustic frames are concatenated);
-    pixel_values_videos a clip of 4 frames of the vision config's image size (PE Video); any other tensor
+    pixel_values_videos a clip of 4 frames of the vision config's image size (PE Video); patch positions
+    (pixel_position_ids: the (x, y) of a grid of 2 x pooling_kernel_size patches a side) with the patches
+    flattened as pixel_values (batch, patches, 3 x patch_size^2) (Gemma-4's vision tower); any other tensor
     (Mimi's and Pocket-TTS's decoder latents, VibeVoice's hidden_states, Nemotron's inputs_embeds, MuSE's
     noise_embeds and context_hidden_states) hidden-size features, (batch, hidden, 24) then (batch, 24, hidden)
     (and for a width-1 channels config: a waveform (batch, channels, samples), VibeVoice's encoder). With the
@@ -906,7 +919,14 @@ def _required(cfg, params, g, text, given: list) -> list:
             size = getattr(vc, "image_size", None)
             size = size[0] if isinstance(size, (list, tuple)) else size if _is_int(size) else 224
             forms[k] = [torch.randn(BATCH, 4, 3, size, size, generator=g)]
-        elif k not in ("input_ids",):
+        elif k.endswith("position_ids") and "pixel_values" in params and _find(cfg, ("patch_size",), ()):
+            side = 2 * (_find(cfg, ("pooling_kernel_size", "spatial_merge_size", "merge_size"), ()) or 2)
+            ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+            forms[k] = [torch.stack([xs.flatten(), ys.flatten()], -1).repeat(BATCH, 1, 1)]
+            patch = _find(cfg, ("patch_size",), ())
+            forms["pixel_values"] = [torch.randn(BATCH, side * side, 3 * patch * patch, generator=g)]
+        elif k not in ("input_ids",) and not (k == "pixel_values" and any(
+                x.endswith("position_ids") for x in need)):
             h = torch.randn(BATCH, hidden, SEQ, generator=g)
             forms[k] = [h, h.transpose(1, 2).contiguous()]
             ch = getattr(cfg, "channels", None)
@@ -932,18 +952,17 @@ def _patch_tokens(cfg) -> int | None:
     return int(n) if n == int(n) and n >= 1 else None
 
 
-def _image_text(cfg, params, text: dict, pixels, n: int | None = None) -> list:
+def _image_text(cfg, params, text: dict, pixels, n: int | None = None, keys=("image_token_id", "image_token_index")) -> list:
     """Text with an image's placeholders, for the multimodal models that take both and place the image's
     embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
     Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
     equal to it become 3) and, for a model that takes image_embeds_position_mask (Kosmos-2), marked there;
     the attention mask grows by as many ones. [] when the config names no count (`n`: the count to use
-    instead of the config's: _patch_tokens)."""
+    instead of the config's: _patch_tokens; `keys`: the names of the placeholder token)."""
     n = n or _find(cfg, IMAGE_TOKENS, ())
     if not n:
         return []
-    tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index")
-                if _is_int(getattr(cfg, k, None))), None)
+    tok = next((getattr(cfg, k) for k in keys if _is_int(getattr(cfg, k, None))), None)
     if tok is None and "image_embeds_position_mask" not in params:
         return []
     ids = text["input_ids"]
