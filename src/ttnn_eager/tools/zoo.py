@@ -682,7 +682,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     224 with its repaired patch_size 56); an image with a task prompt's token ids (task_inputs
     (batch, task_seq_len): OneFormer); the Q-Former's query tokens with the image features it cross-attends to
     (encoder_hidden_states (batch, 16, encoder_hidden_size): BLIP-2's Q-Former alone); mel features stacked
-    num_stacked_frames at a time, with their mask (Fun-ASR: 7 x 80). (_required's come after these.)"""
+    num_stacked_frames at a time, with their mask (Fun-ASR: 7 x 80); for a keypoint matcher
+    (keypoint_detector_config: LightGlue) pairs of images (batch, 2, c, h, w), the image and its mirror. (_required's come after these.)"""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     g_late = torch.Generator().manual_seed(1)  # (draws of late candidates added later: g's draws stay as they were)
     ids = text["input_ids"] if text else _ids()[0]
@@ -867,6 +868,8 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     if text and pixels is not None and "image_attention_mask" in params:  # (IDEFICS: images per sample, each
         late.append(dict(text, pixel_values=pixels[:, None],                # text token sees the sample's one)
                          image_attention_mask=torch.ones(*text["input_ids"].shape, 1, dtype=torch.long)))
+    if pixels is not None and getattr(cfg, "keypoint_detector_config", None) is not None:  # (LightGlue: image
+        late.append({"pixel_values": torch.stack([pixels, pixels.flip(-1)], 1)})            # pairs to match)
     if text and pixels is not None and not _find(cfg, IMAGE_TOKENS, ()) and _patch_tokens(cfg):
         late += _image_text(cfg, params, text, pixels, _patch_tokens(cfg))  # (Llama-4: a token per 2 x 2 patches)
     return out + late
@@ -1171,6 +1174,23 @@ def _rotary_floor(d: dict, cfg_class) -> dict:
     return _each_config(d, fix)
 
 
+def _indexed_kinds(d: dict, cfg_class) -> dict:
+    """Per-layer kind lists left None that the modeling module indexes by layer (DeepSeek-OCR-2's text model:
+    `config.mlp_layer_types[layer_idx] == "sparse"`, the released configs list them): every layer of a
+    (sub)config with a layer count the kind compared against (its mixture of experts runs)."""
+    src = _modeling_source(cfg_class)
+    kinds = dict(re.findall(r"config\.(\w+_types)\[layer_idx\] == [\"'](\w+)[\"']", src or ""))
+    if not kinds:
+        return d
+
+    def fix(node):
+        n = next((node[k] for k in _LAYERS if _is_int(node.get(k))), None)
+        for k, kind in kinds.items():
+            if n and k in node and node[k] is None:
+                node[k] = [kind] * n
+    return _each_config(d, fix)
+
+
 def _rope_heads(d: dict, cfg_class) -> dict:
     """Rotary tables over the heads axis (X-Codec2, NeuCodec: `apply_rotary_pos_emb(..., unsqueeze_dim=2)` on
     (batch, heads, seq, head size) queries and keys, cos / sin one row per query head): the key-value heads of
@@ -1190,14 +1210,14 @@ def _rope_heads(d: dict, cfg_class) -> dict:
 
 def _config(cfg_class, repair: bool = False):
     """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
-    _read_tokens, _rotary_floor and _rope_heads); a config that
+    _read_tokens, _rotary_floor, _rope_heads and _indexed_kinds); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
         if not repair:
             return d
-        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads):
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds):
             d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
         return d
     d = shrunk()
