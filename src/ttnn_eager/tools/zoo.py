@@ -604,7 +604,10 @@ class _Candidates(list):
 def _transformers_inputs(model, cfg, seed: int) -> list:
     """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
     (dual encoders such as CLIP need both); an image alone (first with the masking noise of a model that
-    takes one: _masking_noise); audio samples alone."""
+    takes one: _masking_noise); audio samples alone. Then _more_inputs'; a pair of images (batch, 2, c, h, w),
+    the image's 96 x 96 corner and its mirror, for a forward that asks for one (the keypoint matchers LightGlue,
+    EfficientLoFTR: their all-pairs scores grow with the square of the keypoints, about 1000 at 224 x 224);
+    then _required's."""
     ids, mask = _ids(seed)
     params = inspect.signature(model.forward).parameters
     g = torch.Generator().manual_seed(seed)
@@ -636,7 +639,17 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
         out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
     text = out[0] if out and "input_ids" in out[0] else None
     out = (out or [{}]) + _more_inputs(cfg, params, g, text, pixels)
+    if pixels is not None and "(batch_size, 2, num_channels, height, width)" in _source(type(model).forward):
+        corner = pixels[..., :VISION_SIZE, :VISION_SIZE]  # (keypoint matchers: image pairs)
+        out.append({"pixel_values": torch.stack([corner, corner.flip(-1)], 1)})
     return out + _required(cfg, params, g, text, out)
+
+
+def _source(fn) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
 
 
 def _find(cfg, keys, subs=("audio_config", "encoder_config", "speech_config", "vision_config")):
@@ -682,8 +695,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     224 with its repaired patch_size 56); an image with a task prompt's token ids (task_inputs
     (batch, task_seq_len): OneFormer); the Q-Former's query tokens with the image features it cross-attends to
     (encoder_hidden_states (batch, 16, encoder_hidden_size): BLIP-2's Q-Former alone); mel features stacked
-    num_stacked_frames at a time, with their mask (Fun-ASR: 7 x 80); for a keypoint matcher
-    (keypoint_detector_config: LightGlue) pairs of images (batch, 2, c, h, w), the image and its mirror. (_required's come after these.)"""
+    num_stacked_frames at a time, with their mask (Fun-ASR: 7 x 80); the text with mel features of
+    audio_length_per_tok frames per text token (Voxtral realtime: 8, its audio and text positions added); an
+    image of about the backbone's size whose patch grid splits into its num_windows windows a side (RF-DETR's
+    windowed DINOv2: 504 = 14 x 4 x 9, not 518). (_required's come after these.)"""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
     g_late = torch.Generator().manual_seed(1)  # (draws of late candidates added later: g's draws stay as they were)
     ids = text["input_ids"] if text else _ids()[0]
@@ -708,6 +723,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if stacked and stacked != mels:
             f = torch.randn(BATCH, frames, stacked, generator=g)
             out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
+        per_tok = _find(cfg, ("audio_length_per_tok",), ())  # (Voxtral realtime: 8 frames per text token)
+        if text and per_tok:
+            f = torch.randn(BATCH, mels, text["input_ids"].shape[1] * per_tok, generator=g_late)
+            late += [dict(text, **{feat_key: f}), dict(text, **{feat_key: f.transpose(1, 2).contiguous()})]
         times = _find(cfg, ("num_stacked_frames",), ())  # (Fun-ASR: 7 frames stacked, 7 x 80 features)
         if times and times > 1:
             late.append(dict(extra, **{feat_key: feats.transpose(1, 2).repeat(1, 1, times)}, **masks))
@@ -741,6 +760,10 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     bsize = bsize[0] if isinstance(bsize, (list, tuple)) and bsize else bsize
     if _is_int(bsize) and "pixel_values" in params and (pixels is None or pixels.shape[-1] != bsize):
         late.append({"pixel_values": torch.randn(BATCH, 3, bsize, bsize, generator=g)})  # (SAM2: its backbone's)
+    windows, bpatch = getattr(backbone, "num_windows", None), getattr(backbone, "patch_size", None)
+    if _is_int(bsize) and _is_int(windows) and _is_int(bpatch) and "pixel_values" in params:  # (RF-DETR: 518 -> 504)
+        side = bpatch * windows * max(1, bsize // (bpatch * windows))
+        late.append({"pixel_values": torch.randn(BATCH, 3, side, side, generator=g_late)})
     if "query_embeds" in params:  # (BLIP-2's Q-Former alone: the query tokens)
         hidden = _find(cfg, ("hidden_size",), ())
         if hidden:
@@ -868,8 +891,6 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     if text and pixels is not None and "image_attention_mask" in params:  # (IDEFICS: images per sample, each
         late.append(dict(text, pixel_values=pixels[:, None],                # text token sees the sample's one)
                          image_attention_mask=torch.ones(*text["input_ids"].shape, 1, dtype=torch.long)))
-    if pixels is not None and getattr(cfg, "keypoint_detector_config", None) is not None:  # (LightGlue: image
-        late.append({"pixel_values": torch.stack([pixels, pixels.flip(-1)], 1)})            # pairs to match)
     if text and pixels is not None and not _find(cfg, IMAGE_TOKENS, ()) and _patch_tokens(cfg):
         late += _image_text(cfg, params, text, pixels, _patch_tokens(cfg))  # (Llama-4: a token per 2 x 2 patches)
     return out + late
@@ -1212,7 +1233,8 @@ def _config(cfg_class, repair: bool = False):
     """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
     _read_tokens, _rotary_floor, _rope_heads and _indexed_kinds); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
-    match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
+    match/equal `c.d` (M)" gets a.b = M (sizes tied together); "`a.b` [i, j] must index the N layers" the last
+    layers, in the list's order."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
         if not repair:
@@ -1228,8 +1250,18 @@ def _config(cfg_class, repair: bool = False):
             text = str(e)
             tied = (re.search(r"`([\w.]+)` \(\d+\)[^`]*must (?:match|equal) `([\w.]+)(?: // (\d+))?` \((\d+)\)", text)
                     or re.search(r"`([\w.]+)` \(\d+\) must (?:match|equal) (?:the )?[\w ]*`([\w.]+)`() \((\d+)\)", text))
+            index = re.search(r"`([\w.]+)` \[([-\d, ]+)\] must index the (\d+) layers", text)
             if "key_value" in text or "kv_heads" in text:
                 d = shrunk(mha=True)
+            elif index:  # (Molmo2's adapter_config.vision_feature_layer [24, 18]: the last layers, in the list's order)
+                node = d
+                *path, key = index.group(1).split(".")
+                for p in path:
+                    node = node[p]
+                v = [int(x) for x in index.group(2).split(",")]
+                n = int(index.group(3))
+                top = {x: max(0, n - len(set(v)) + i) for i, x in enumerate(sorted(set(v)))}
+                node[key] = [top[x] for x in v]
             elif tied:
                 node = d
                 *path, key = tied.group(1).split(".")
