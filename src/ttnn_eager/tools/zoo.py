@@ -1212,6 +1212,27 @@ def _indexed_kinds(d: dict, cfg_class) -> dict:
     return _each_config(d, fix)
 
 
+def _read_missing(d: dict, cfg_class) -> dict:
+    """Settings a (sub)config's own modeling module reads (`config.num_key_value_heads`, `config.dropout_rate`)
+    that the config neither has nor maps (MoonshineStreaming's decoder config has no key-value head count,
+    T5Gemma2's text config no dropout_rate: transformers bugs the released configs do not hit either): the
+    key-value heads as many as the heads (multi-head attention), the dropout 0.0."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    def fix(node):
+        c = CONFIG_MAPPING[node["model_type"]] if node.get("model_type") in CONFIG_MAPPING else None
+        src = _modeling_source(c) if c is not None else None
+        heads = next((node[k] for k in _HEADS if _is_int(node.get(k))), None)
+        if not src or not heads:
+            return
+        mapped = getattr(c, "attribute_map", None) or {}
+        for k, value in (("num_key_value_heads", heads), ("dropout_rate", 0.0)):
+            if re.search(rf"\bconfig\.{k}\b", src) and k not in node and k not in mapped and not any(
+                    x in node for x in (_KV if k in _KV else ())):
+                node[k] = value
+    return _each_config(d, fix)
+
+
 def _rope_heads(d: dict, cfg_class) -> dict:
     """Rotary tables over the heads axis (X-Codec2, NeuCodec: `apply_rotary_pos_emb(..., unsqueeze_dim=2)` on
     (batch, heads, seq, head size) queries and keys, cos / sin one row per query head): the key-value heads of
@@ -1231,7 +1252,7 @@ def _rope_heads(d: dict, cfg_class) -> dict:
 
 def _config(cfg_class, repair: bool = False):
     """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
-    _read_tokens, _rotary_floor, _rope_heads and _indexed_kinds); a config that
+    _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds and _read_missing); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together); "`a.b` [i, j] must index the N layers" the last
     layers, in the list's order."""
@@ -1239,7 +1260,8 @@ def _config(cfg_class, repair: bool = False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
         if not repair:
             return d
-        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds):
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds,
+                     _read_missing):
             d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
         return d
     d = shrunk()
@@ -1822,6 +1844,32 @@ def fallback_table(results: dict) -> list:
 
 # What a result means where the table alone would mislead (each measured: the command is in the note)
 NOTES = {
+    "depth_pro": "repaired: patch_size 56 (4 of its DINOv2 encoders' 14-pixel patches, their image_size 56), so "
+    "the default 224 x 224 image holds one patch at its smallest scale (0.25). With the default 384 patches the "
+    "image had to be 1536 x 1536 and the device forward took over 25 minutes; now 84 s in all.",
+    "glm46v": "its text path only (input_ids): the image path needs image_grid_thw and the matching placeholder "
+    "tokens, which the zoo does not build for it. Repaired: its text model's mrope_section, read from glm4v's "
+    "module ([8, 12, 12], scaled to the shrunk rotary half: [2, 3, 3]).",
+    "glmga": "as glm46v: the text path only, mrope_section from glm4v's module.",
+    "deepseek_ocr2": "its text path only (input_ids). Repaired: mlp_layer_types, None by default and indexed by "
+    "layer, every layer \"sparse\" (the mixture of experts runs).",
+    "lightglue": "image pairs of 96 x 96 (184 keypoints each). At 224 x 224 (1039 keypoints) the device asked for "
+    "a 17.9 GiB ttnn.expand (out of memory); at 96 x 96 the worker was killed by the host's OOM killer (16 GB "
+    "resident) before it answered.",
+    "voxtral_realtime": "the text (24 tokens) with 192 mel frames: audio_length_per_tok 8 frames per text token "
+    "(its audio and text embeddings are added position by position).",
+    "instructblipvideo": "a clip of 4 frames (the 224 image repeated) and the text after 4 x 32 video-token "
+    "placeholders (its query tokens per frame); repaired: video_token_index, None by default, the vocabulary's "
+    "last id.",
+    "nemotron3_5_transcribe_audio": "mel features alone (128 bins x 128 frames). Low accuracy is bfloat16's: the "
+    "CPU in bfloat16 gives the same 0.826, float32 storage 1.000000.",
+    "rf_detr": "an image of 504 x 504 (its windowed DINOv2 splits the 36 x 36 patch grid into 4 x 4 windows; 518 "
+    "does not split). Low accuracy is bfloat16's: the CPU in bfloat16 0.257, float32 storage 1.000000 (the "
+    "encoder's top-300 proposals are chosen by scores bfloat16 reorders).",
+    "sam3_tracker": "low accuracy is bfloat16's: the CPU in bfloat16 gives the same 0.911, float32 storage "
+    "1.000000.",
+    "sam3": "the lowest Pearson, -1.0, is of an output of nearly equal values (max error 0.0066 over all "
+    "outputs); the CPU in bfloat16 0.981, float32 storage 1.000000.",
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
     "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
     "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
