@@ -550,12 +550,39 @@ def _build_transformers(model_type: str, seed: int = 0, repair: bool = False):
     model_class = getattr(transformers, class_name)
     if repair:
         cfg = _sub_config(cfg, model_class)
-    model = model_class(cfg).eval()
+    model = (_construct(model_class, cfg) if repair else model_class(cfg)).eval()
     inputs = _Candidates(_transformers_inputs(model, cfg, seed))
     if repair and _tuple_outputs(model):
         model.config.return_dict = False
         inputs = _Candidates(dict(c, return_dict=True) for c in sorted(inputs, key=lambda c: "pixel_values" not in c))
     return model, inputs, class_name
+
+
+MISSING = {"num_key_value_heads": lambda c: c.num_attention_heads, "dropout_rate": lambda c: 0.0}
+
+
+def _construct(model_class, cfg):
+    """model_class(cfg), and when that fails on a setting in MISSING that a (sub)config lacks (MoonshineStreaming's
+    decoder config has no num_key_value_heads, T5Gemma2's text config no dropout_rate, both read by their modeling
+    modules: transformers bugs the released configs do not hit), that setting on the configs of that class --
+    the key-value heads as many as the heads (multi-head attention), dropout 0.0 -- and again (a repair rule)."""
+    def configs(c):
+        yield c
+        for k in getattr(type(c), "sub_configs", {}) or {}:
+            sub = getattr(c, k, None)
+            if sub is not None and hasattr(sub, "to_dict"):
+                yield from configs(sub)
+    for _ in range(len(MISSING) + 1):
+        try:
+            return model_class(cfg)
+        except AttributeError as e:
+            m = re.search(r"'(\w+)' object has no attribute '(\w+)'", str(e))
+            if not m or m.group(2) not in MISSING:
+                raise
+            for c in configs(cfg):
+                if type(c).__name__ == m.group(1):
+                    setattr(c, m.group(2), MISSING[m.group(2)](c))
+    return model_class(cfg)
 
 
 def _tuple_outputs(model) -> bool:
@@ -1212,27 +1239,6 @@ def _indexed_kinds(d: dict, cfg_class) -> dict:
     return _each_config(d, fix)
 
 
-def _read_missing(d: dict, cfg_class) -> dict:
-    """Settings a (sub)config's own modeling module reads (`config.num_key_value_heads`, `config.dropout_rate`)
-    that the config neither has nor maps (MoonshineStreaming's decoder config has no key-value head count,
-    T5Gemma2's text config no dropout_rate: transformers bugs the released configs do not hit either): the
-    key-value heads as many as the heads (multi-head attention), the dropout 0.0."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    def fix(node):
-        c = CONFIG_MAPPING[node["model_type"]] if node.get("model_type") in CONFIG_MAPPING else None
-        src = _modeling_source(c) if c is not None else None
-        heads = next((node[k] for k in _HEADS if _is_int(node.get(k))), None)
-        if not src or not heads:
-            return
-        mapped = getattr(c, "attribute_map", None) or {}
-        for k, value in (("num_key_value_heads", heads), ("dropout_rate", 0.0)):
-            if re.search(rf"\bconfig\.{k}\b", src) and k not in node and k not in mapped and not any(
-                    x in node for x in (_KV if k in _KV else ())):
-                node[k] = value
-    return _each_config(d, fix)
-
-
 def _rope_heads(d: dict, cfg_class) -> dict:
     """Rotary tables over the heads axis (X-Codec2, NeuCodec: `apply_rotary_pos_emb(..., unsqueeze_dim=2)` on
     (batch, heads, seq, head size) queries and keys, cos / sin one row per query head): the key-value heads of
@@ -1252,7 +1258,7 @@ def _rope_heads(d: dict, cfg_class) -> dict:
 
 def _config(cfg_class, repair: bool = False):
     """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
-    _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds and _read_missing); a config that
+    _read_tokens, _rotary_floor, _rope_heads and _indexed_kinds); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
     match/equal `c.d` (M)" gets a.b = M (sizes tied together); "`a.b` [i, j] must index the N layers" the last
     layers, in the list's order."""
@@ -1260,8 +1266,7 @@ def _config(cfg_class, repair: bool = False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
         if not repair:
             return d
-        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds,
-                     _read_missing):
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds):
             d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
         return d
     d = shrunk()
