@@ -164,6 +164,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       the shrunk head size / key-value heads; an attention head_dim
       beside multi-head-latent sizes (dots3's sliding-window layers): qk_nope + qk_rope;
     - Reformer's axial position embedding halves: half the hidden size each;
+    - a timm ViT (a timm_wrapper config whose architecture is vit_*, PE Video's vit_pe_core_large_patch14_336)
+      without model_args: the shrunk width, depth and heads as timm's embed_dim, depth, num_heads, images of 224;
     - hybrids that place their attention layers by period / offset (Jamba, Zamba: 8 / 4) or by index
       (Bamba) or by a repeating pattern (RecurrentGemma's recurrent, recurrent, attention): the 2 layers
       one of each kind (a cache of linear-attention layers alone has no sequence length);
@@ -202,6 +204,9 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       shrunk hidden size."""
     if _is_int(out.get("num_kv_shared_layers")):
         out["num_kv_shared_layers"] = 0
+    if out.get("model_type") == "timm_wrapper" and out.get("model_args") is None and str(
+            out.get("architecture")).startswith("vit_"):  # (PE Video's ViT-L: timm's own sizes, not the config's)
+        out["model_args"] = {"embed_dim": s["hidden"], "depth": s["layers"], "num_heads": s["heads"], "img_size": 224}
     for k, v in list(out.items()):  # (Sapiens2's num_key_value_heads_per_layer [16, 8], num_key_value_attention_heads 8)
         if k.startswith("num_key_value") and k not in _KV and (_is_int(v) or isinstance(v, list) and v and all(
                 _is_int(x) for x in v)):
