@@ -206,8 +206,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
         out["num_kv_shared_layers"] = 0
     if out.get("model_type") == "timm_wrapper" and out.get("model_args") is None and str(
             out.get("architecture")).startswith("vit_"):  # (PE Video's ViT-L: timm's own sizes, not the config's)
-        out["model_args"] = {"embed_dim": s["hidden"], "depth": s["layers"], "num_heads": s["heads"], "img_size": 224}
-    for k, v in list(out.items()):  # (Sapiens2's num_key_value_heads_per_layer [16, 8], num_key_value_attention_heads 8)
+        out["model_args"] = dict(embed_dim=s["hidden"], depth=s["layers"], num_heads=s["heads"], img_size=224)
+    for k, v in list(out.items()):  # (Sapiens2: num_key_value_heads_per_layer [16, 8], num_key_value_attention_heads)
         if k.startswith("num_key_value") and k not in _KV and (_is_int(v) or isinstance(v, list) and v and all(
                 _is_int(x) for x in v)):
             out[k] = [min(x, s["kv_heads"]) for x in v] if isinstance(v, list) else min(v, s["kv_heads"])
@@ -1008,7 +1008,8 @@ def _patch_tokens(cfg) -> int | None:
     return int(n) if n == int(n) and n >= 1 else None
 
 
-def _image_text(cfg, params, text: dict, pixels, n: int | None = None, keys=("image_token_id", "image_token_index")) -> list:
+def _image_text(cfg, params, text: dict, pixels, n: int | None = None,
+                keys=("image_token_id", "image_token_index")) -> list:
     """Text with an image's placeholders, for the multimodal models that take both and place the image's
     embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
     Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
@@ -1888,6 +1889,10 @@ NOTES = {
     "xcodec2": "as neucodec: atanh falls back.",
     "moonshine_streaming": "falls back for asinh (1 call; no lowering of aten.asinh). Repaired at construction: "
     "its decoder config has no num_key_value_heads, which the modeling module reads (heads = key-value heads).",
+    "pe_video": "repaired: its video tower, a timm vit_pe_core_large_patch14_336 with no model_args (300M "
+    "parameters, 336 x 336 frames), is built with the shrunk sizes (embed_dim 64, depth 2, 4 heads) for 224 x 224 "
+    "frames; a clip of 4 frames.",
+    "pe_video_encoder": "as pe_video.",
     "t5gemma2_encoder": "repaired at construction: its text config has no dropout_rate, which the modeling module "
     "reads (0.0).",
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
