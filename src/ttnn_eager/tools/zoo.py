@@ -639,6 +639,7 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     takes one: _masking_noise); audio samples alone. Then _more_inputs'; a pair of images (batch, 2, c, h, w),
     the image's 96 x 96 corner and its mirror, for a forward that asks for one (the keypoint matchers LightGlue,
     EfficientLoFTR: their all-pairs scores grow with the square of the keypoints, about 1000 at 224 x 224);
+    the waveform with a clip of 4 frames of 224 x 224 for a forward that takes both (PE audio-video's encoder);
     then _required's."""
     ids, mask = _ids(seed)
     params = inspect.signature(model.forward).parameters
@@ -674,6 +675,10 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     if pixels is not None and "(batch_size, 2, num_channels, height, width)" in _source(type(model).forward):
         corner = pixels[..., :VISION_SIZE, :VISION_SIZE]  # (keypoint matchers: image pairs)
         out.append({"pixel_values": torch.stack([corner, corner.flip(-1)], 1)})
+    if "input_values" in params and "pixel_values_videos" in params:  # (PE audio-video: the sound with a clip)
+        g2 = torch.Generator().manual_seed(seed + 1)
+        out.append({"input_values": torch.randn(BATCH, 1, 3840, generator=g2),
+                    "pixel_values_videos": torch.randn(BATCH, 4, 3, 224, 224, generator=g2)})
     return out + _required(cfg, params, g, text, out)
 
 
