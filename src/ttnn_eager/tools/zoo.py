@@ -164,6 +164,8 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       the shrunk head size / key-value heads; an attention head_dim
       beside multi-head-latent sizes (dots3's sliding-window layers): qk_nope + qk_rope;
     - Reformer's axial position embedding halves: half the hidden size each;
+    - a timm ViT (a timm_wrapper config whose architecture is vit_*, PE Video's vit_pe_core_large_patch14_336)
+      without model_args: the shrunk width, depth and heads as timm's embed_dim, depth, num_heads, images of 224;
     - hybrids that place their attention layers by period / offset (Jamba, Zamba: 8 / 4) or by index
       (Bamba) or by a repeating pattern (RecurrentGemma's recurrent, recurrent, attention): the 2 layers
       one of each kind (a cache of linear-attention layers alone has no sequence length);
@@ -195,9 +197,20 @@ def _consistent(d: dict, out: dict, s: dict) -> None:
       audio_token_offset, its end within the vocabulary): codebooks of at most 128, the ranges laid end to end
       in their order at the end of the shrunk vocabulary;
       and width factors (*_dim_factor) that made multiples of 64 of the original hidden size but not of the
-      shrunk one: 1.0 (xLSTM's config rounds qk_dim = hidden x qk_dim_factor up to 64, its layers do not)."""
+      shrunk one: 1.0 (xLSTM's config rounds qk_dim = hidden x qk_dim_factor up to 64, its layers do not);
+    - a pooler_output_size equal to a width of the config (ViT's 768 in a VisionTextDualEncoder): the shrunk
+      hidden size; a *_dim equal to a config's width plus one of its direct sub-configs' (X-Codec2's and
+      NeuCodec's quantization_dim 2048 = 1024 acoustic + 1024 semantic features, concatenated): twice the
+      shrunk hidden size."""
     if _is_int(out.get("num_kv_shared_layers")):
         out["num_kv_shared_layers"] = 0
+    if out.get("model_type") == "timm_wrapper" and out.get("model_args") is None and str(
+            out.get("architecture")).startswith("vit_"):  # (PE Video's ViT-L: timm's own sizes, not the config's)
+        out["model_args"] = dict(embed_dim=s["hidden"], depth=s["layers"], num_heads=s["heads"], img_size=224)
+    for k, v in list(out.items()):  # (Sapiens2: num_key_value_heads_per_layer [16, 8], num_key_value_attention_heads)
+        if k.startswith("num_key_value") and k not in _KV and (_is_int(v) or isinstance(v, list) and v and all(
+                _is_int(x) for x in v)):
+            out[k] = [min(x, s["kv_heads"]) for x in v] if isinstance(v, list) else min(v, s["kv_heads"])
     _consistent_moe(d, out, s)
     widths = [k for k in _H if _is_int(d.get(k)) and d[k] > 0]
     base = min(widths, key=lambda k: d[k], default=None)  # the first stage's width (Swin: embed_dim)
@@ -318,14 +331,19 @@ def _consistent_moe(d: dict, out: dict, s: dict) -> None:
     hidden = next(((d[k], out[k]) for k in _H if _is_int(d.get(k)) and _is_int(out.get(k))), None)
     depth = next(((d[k], out[k]) for k in _LAYERS if _is_int(d.get(k)) and _is_int(out.get(k))), None)
     widths = {v[k] for v in _dicts(d) for k in _H if _is_int(v.get(k)) and v[k] > s["hidden"]}
+    def width(o):
+        return next((o[k] for k in _H if _is_int(o.get(k)) and o[k] > s["hidden"]), None)
 
     def alias(o, n):
+        pairs = {width(o) + width(x) for x in o.values() if isinstance(x, dict) and width(x) and width(o)}
         for k, v in o.items():
             if isinstance(v, dict) and isinstance(n.get(k), dict):
                 alias(v, n[k])
             elif _is_int(v) and ("adapter" in k or k.startswith("hidden_size_") or k.endswith("_dim") and (
-                    "embed" in k or "model" in k)) and v in widths and n.get(k) == v:
+                    "embed" in k or "model" in k) or k == "pooler_output_size") and v in widths and n.get(k) == v:
                 n[k] = s["hidden"]
+            elif _is_int(v) and k.endswith("_dim") and v in pairs and v not in widths and n.get(k) == v:
+                n[k] = 2 * s["hidden"]  # (its and a sub-config's features concatenated: X-Codec2's quantization_dim)
     alias(d, out)
     offsets = sorted((k for k in out if k.endswith("_token_offset") and _is_int(out[k])), key=lambda k: out[k])
     books = [v for v in out.values() if isinstance(v, dict) and _is_int(v.get("codebook_size"))]
@@ -363,7 +381,8 @@ def _tied(d: dict, out: dict) -> dict:
       shrink kept 2 stages (CLAP's audio Swin: patch_embeds_hidden_size 96, 768 = 96 x 2^3 -> 192);
     - a None vocab_size of a config with attention heads and a hidden size (ESM: set by the tokenizer) is the
       shrunk vocabulary (its pad_token_id, None too, 1);
-    - a None image token of a config with query tokens (BLIP-2, InstructBLIP: the processor's) the
+    - a None image (or video) token of a config with query tokens (BLIP-2, InstructBLIP, InstructBLIP-Video:
+      the processor's) the
       vocabulary's last id (_image_text's inputs place the query tokens' positions with it);
     - layer out_indices (a config without stage_names: Data2Vec-Vision's [3, 5, 7, 11]) that shrink left None
       and the config's validation refuses: the last layer;
@@ -371,6 +390,9 @@ def _tied(d: dict, out: dict) -> dict:
       a hidden size not a multiple of 6: LiLT) 96;
     - a None vocabulary_map (Chameleon, Emu3: the tokenizer's names of the image tokens) an empty map: the
       text runs alone;
+    - a patch_size equal to its sub-configs' image_size (DepthPro: 384 patches, each its DINOv2 encoders'
+      384 image of 14-pixel patches) 4 of the sub-configs' patches (56), their image_size too: the default
+      224 image then holds one patch at the smallest scale (0.25), and no 1536 image is needed;
     - a backbone_config whose features feed a multi-scale head (several out_features: Swin in Mask2Former
       and MaskFormer, whose pixel decoders take 4 levels) keeps all its stages, 1 block each, its stage_names
       and out_features / out_indices, its per-stage heads scaled with its width."""
@@ -421,9 +443,17 @@ def _tied(d: dict, out: dict) -> dict:
                 for h in _H:  # (LiLT: 6 box embeddings of hidden // 6 each add up to the hidden size)
                     if _is_int(n.get(h)) and n[h] == SHRINK["hidden"]:
                         n[h] = 96
+            elif k == "patch_size" and _is_int(v) and v == o.get(k) and any(
+                    isinstance(x, dict) and x.get("image_size") == v and _is_int(x.get("patch_size")) and
+                    4 * x["patch_size"] < v for x in n.values()):
+                subs = [h for h, x in n.items() if isinstance(x, dict) and x.get("image_size") == v]
+                n[k] = 4 * n[subs[0]]["patch_size"]  # (DepthPro: 384 patches, each its DINOv2's 384 image)
+                for h in subs:
+                    n[h] = dict(n[h], image_size=n[k])
             elif k == "vocabulary_map" and v is None:
                 n[k] = {}
-            elif k in ("image_token_index", "image_token_id") and v is None and _is_int(n.get("num_query_tokens")):
+            elif k in ("image_token_index", "image_token_id", "video_token_index") and v is None and _is_int(
+                    n.get("num_query_tokens")):
                 n[k] = SHRINK["vocab"] - 1
             elif isinstance(v, dict) and isinstance(o.get(k), dict):
                 n[k] = fix(o[k], dict(v))
@@ -525,12 +555,39 @@ def _build_transformers(model_type: str, seed: int = 0, repair: bool = False):
     model_class = getattr(transformers, class_name)
     if repair:
         cfg = _sub_config(cfg, model_class)
-    model = model_class(cfg).eval()
+    model = (_construct(model_class, cfg) if repair else model_class(cfg)).eval()
     inputs = _Candidates(_transformers_inputs(model, cfg, seed))
     if repair and _tuple_outputs(model):
         model.config.return_dict = False
         inputs = _Candidates(dict(c, return_dict=True) for c in sorted(inputs, key=lambda c: "pixel_values" not in c))
     return model, inputs, class_name
+
+
+MISSING = {"num_key_value_heads": lambda c: c.num_attention_heads, "dropout_rate": lambda c: 0.0}
+
+
+def _construct(model_class, cfg):
+    """model_class(cfg), and when that fails on a setting in MISSING that a (sub)config lacks (MoonshineStreaming's
+    decoder config has no num_key_value_heads, T5Gemma2's text config no dropout_rate, both read by their modeling
+    modules: transformers bugs the released configs do not hit), that setting on the configs of that class --
+    the key-value heads as many as the heads (multi-head attention), dropout 0.0 -- and again (a repair rule)."""
+    def configs(c):
+        yield c
+        for k in getattr(type(c), "sub_configs", {}) or {}:
+            sub = getattr(c, k, None)
+            if sub is not None and hasattr(sub, "to_dict"):
+                yield from configs(sub)
+    for _ in range(len(MISSING) + 1):
+        try:
+            return model_class(cfg)
+        except AttributeError as e:
+            m = re.search(r"'(\w+)' object has no attribute '(\w+)'", str(e))
+            if not m or m.group(2) not in MISSING:
+                raise
+            for c in configs(cfg):
+                if type(c).__name__ == m.group(1):
+                    setattr(c, m.group(2), MISSING[m.group(2)](c))
+    return model_class(cfg)
 
 
 def _tuple_outputs(model) -> bool:
@@ -579,7 +636,11 @@ class _Candidates(list):
 def _transformers_inputs(model, cfg, seed: int) -> list:
     """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
     (dual encoders such as CLIP need both); an image alone (first with the masking noise of a model that
-    takes one: _masking_noise); audio samples alone."""
+    takes one: _masking_noise); audio samples alone. Then _more_inputs'; a pair of images (batch, 2, c, h, w),
+    the image's 96 x 96 corner and its mirror, for a forward that asks for one (the keypoint matchers LightGlue,
+    EfficientLoFTR: their all-pairs scores grow with the square of the keypoints, about 1000 at 224 x 224);
+    the waveform with a clip of 4 frames of 224 x 224 for a forward that takes both (PE audio-video's encoder);
+    then _required's."""
     ids, mask = _ids(seed)
     params = inspect.signature(model.forward).parameters
     g = torch.Generator().manual_seed(seed)
@@ -609,7 +670,23 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     if "input_values" in params:  # audio: 0.24 s at 16 kHz (a multiple of 320 and of 96 samples)
         wave = torch.randn(BATCH, 3840, generator=g)
         out += [{"input_values": wave}, {"input_values": wave[:, None]}]  # (batch, samples), (batch, 1, samples)
-    return (out or [{}]) + _more_inputs(cfg, params, g, out[0] if out and "input_ids" in out[0] else None, pixels)
+    text = out[0] if out and "input_ids" in out[0] else None
+    out = (out or [{}]) + _more_inputs(cfg, params, g, text, pixels)
+    if pixels is not None and "(batch_size, 2, num_channels, height, width)" in _source(type(model).forward):
+        corner = pixels[..., :VISION_SIZE, :VISION_SIZE]  # (keypoint matchers: image pairs)
+        out.append({"pixel_values": torch.stack([corner, corner.flip(-1)], 1)})
+    if "input_values" in params and "pixel_values_videos" in params:  # (PE audio-video: the sound with a clip)
+        g2 = torch.Generator().manual_seed(seed + 1)
+        out.append({"input_values": torch.randn(BATCH, 1, 3840, generator=g2),
+                    "pixel_values_videos": torch.randn(BATCH, 4, 3, 224, 224, generator=g2)})
+    return out + _required(cfg, params, g, text, out)
+
+
+def _source(fn) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
 
 
 def _find(cfg, keys, subs=("audio_config", "encoder_config", "speech_config", "vision_config")):
@@ -651,10 +728,16 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     video clip of the frames the model pads to (max_img_size: TVP's 448), with the text, then of one sample
     (TVP's 2-d position embedding works for a batch of 1 only); an
     image, a prompt image and its mask of half the image size's height (SegGPT stacks the prompt over the
-    image); an image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro: 1536); an
-    image with a task prompt's token ids (task_inputs
-    (batch, task_seq_len): OneFormer)."""
+    image); an image whose smallest scale (scaled_images_ratios) still holds one patch_size patch (DepthPro:
+    224 with its repaired patch_size 56); an image with a task prompt's token ids (task_inputs
+    (batch, task_seq_len): OneFormer); the Q-Former's query tokens with the image features it cross-attends to
+    (encoder_hidden_states (batch, 16, encoder_hidden_size): BLIP-2's Q-Former alone); mel features stacked
+    num_stacked_frames at a time, with their mask (Fun-ASR: 7 x 80); the text with mel features of
+    audio_length_per_tok frames per text token (Voxtral realtime: 8, its audio and text positions added); an
+    image of about the backbone's size whose patch grid splits into its num_windows windows a side (RF-DETR's
+    windowed DINOv2: 504 = 14 x 4 x 9, not 518). (_required's come after these.)"""
     out, late = [], []  # (late: the candidates added for models that ran with none of `out`'s, tried last)
+    g_late = torch.Generator().manual_seed(1)  # (draws of late candidates added later: g's draws stay as they were)
     ids = text["input_ids"] if text else _ids()[0]
     mels = _find(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "input_feat_per_channel", "feature_size",
                        "feature_projection_input_dim"))
@@ -677,6 +760,13 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
         if stacked and stacked != mels:
             f = torch.randn(BATCH, frames, stacked, generator=g)
             out += [dict(extra, **{feat_key: f}), dict(extra, **{feat_key: f}, **masks)]
+        per_tok = _find(cfg, ("audio_length_per_tok",), ())  # (Voxtral realtime: 8 frames per text token)
+        if text and per_tok:
+            f = torch.randn(BATCH, mels, text["input_ids"].shape[1] * per_tok, generator=g_late)
+            late += [dict(text, **{feat_key: f}), dict(text, **{feat_key: f.transpose(1, 2).contiguous()})]
+        times = _find(cfg, ("num_stacked_frames",), ())  # (Fun-ASR: 7 frames stacked, 7 x 80 features)
+        if times and times > 1:
+            late.append(dict(extra, **{feat_key: feats.transpose(1, 2).repeat(1, 1, times)}, **masks))
         if text:  # (models that take the text beside the audio: Voxtral realtime)
             out += [dict(text, **{feat_key: f}) for f in (feats, feats.transpose(1, 2).contiguous())]
         image = feats.transpose(1, 2)[:, None].contiguous()  # (CLAP: a one-channel image (batch, 1, frames, mels))
@@ -707,10 +797,17 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     bsize = bsize[0] if isinstance(bsize, (list, tuple)) and bsize else bsize
     if _is_int(bsize) and "pixel_values" in params and (pixels is None or pixels.shape[-1] != bsize):
         late.append({"pixel_values": torch.randn(BATCH, 3, bsize, bsize, generator=g)})  # (SAM2: its backbone's)
+    windows, bpatch = getattr(backbone, "num_windows", None), getattr(backbone, "patch_size", None)
+    if _is_int(bsize) and _is_int(windows) and _is_int(bpatch) and "pixel_values" in params:  # (RF-DETR: 518 -> 504)
+        side = bpatch * windows * max(1, bsize // (bpatch * windows))
+        late.append({"pixel_values": torch.randn(BATCH, 3, side, side, generator=g_late)})
     if "query_embeds" in params:  # (BLIP-2's Q-Former alone: the query tokens)
         hidden = _find(cfg, ("hidden_size",), ())
         if hidden:
             out.append({"query_embeds": torch.randn(BATCH, 8, hidden, generator=g)})
+            enc = _find(cfg, ("encoder_hidden_size",), ())  # (with the image features it cross-attends to)
+            if enc:
+                late.append(dict(out[-1], encoder_hidden_states=torch.randn(BATCH, 16, enc, generator=g_late)))
     if "states" in params and "returns_to_go" in params:  # (Decision Transformer: a trajectory)
         sd, ad = getattr(cfg, "state_dim", None), getattr(cfg, "act_dim", None)
         if _is_int(sd) and _is_int(ad):
@@ -725,7 +822,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     grid_key = next((k for k in ("grid_thw", "image_grid_thw") if k in params), None)
     if grid_key and "input_ids" not in params:
         patch = _find(cfg, ("patch_size",), ())
-        tp = _find(cfg, ("temporal_patch_size",), ()) or 1
+        tp = _find(cfg, ("temporal_patch_size", "patch_temporal"), ()) or 1
         ch = _find(cfg, ("in_channels", "num_channels", "in_chans"), ()) or 3
         merge = _find(cfg, ("spatial_merge_size", "merge_size"), ()) or 2
         if patch:
@@ -769,6 +866,11 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                 {"input_values": h, "attention_mask": _ids()[1], "decoder_input_values": h.flip(1)}]
     if text and pixels is not None:
         late += _image_text(cfg, params, text, pixels)
+    video_tok = ("video_token_index", "video_token_id")
+    if text and pixels is not None and _find(cfg, video_tok, ()) is not None and not _find(
+            cfg, ("image_token_id", "image_token_index"), ()) and _find(cfg, IMAGE_TOKENS, ()):
+        clip = pixels[:, None].repeat(1, 4, 1, 1, 1)  # (InstructBLIP-Video: 4 frames, each its query tokens)
+        late += _image_text(cfg, params, text, clip, 4 * _find(cfg, IMAGE_TOKENS, ()), video_tok)
     codebooks = getattr(cfg, "num_codebooks", None)
     if text and _is_int(codebooks) and codebooks > 1:  # (MusicGen's decoder: audio codes (batch x codebooks, seq))
         late.append({"input_ids": ids.repeat_interleave(codebooks, 0) % getattr(cfg, "vocab_size", SHRINK["vocab"])})
@@ -818,7 +920,7 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
                      "task_inputs": torch.randint(3, SHRINK["vocab"], (BATCH, task_len), generator=g)})
     ratios, patch = getattr(cfg, "scaled_images_ratios", None), getattr(cfg, "patch_size", None)
     if "pixel_values" in params and isinstance(ratios, list) and ratios and _is_int(patch) and min(ratios) > 0:
-        size = int(math.ceil(patch / min(ratios)))  # (DepthPro: its smallest scale still one 384 patch: 1536)
+        size = int(math.ceil(patch / min(ratios)))  # (DepthPro: its smallest scale still one patch)
         late.append({"pixel_values": torch.randn(BATCH, 3, size, size, generator=g)})
     d_model = _find(cfg, ("d_model",), ())
     if "inputs" in params and "input_ids" not in params and d_model:  # (Perceiver without a preprocessor)
@@ -829,6 +931,70 @@ def _more_inputs(cfg, params, g, text, pixels) -> list:
     if text and pixels is not None and not _find(cfg, IMAGE_TOKENS, ()) and _patch_tokens(cfg):
         late += _image_text(cfg, params, text, pixels, _patch_tokens(cfg))  # (Llama-4: a token per 2 x 2 patches)
     return out + late
+
+
+MELS = 128  # the mel bins of an audio input whose config names none (Gemma-4's audio tower: 128)
+
+
+def _find_any(cfg, keys):
+    """The first positive integer among `keys` on the config or on any sub-config under it, depth first."""
+    d = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+    return next((v[k] for v in _dicts(d) for k in keys if _is_int(v.get(k)) and v[k] > 0), None)
+
+
+def _required(cfg, params, g, text, given: list) -> list:
+    """Candidates, tried last, for a forward with required arguments (no default) that no other candidate
+    gives, each built from its name and the config (all the required ones, so that one candidate has them
+    together): input_features mel features (the mel count of the config
+    or of any sub-config, else MELS; (batch, mels, frames) then (batch, frames, mels); beside a waveform
+    (input_values, 0.24 s at 16 kHz, (batch, samples) then (batch, 1, samples)) as many frames as the
+    config's downsampling_ratios make of it: X-Codec2's semantic and acoustic frames are concatenated);
+    pixel_values_videos a clip of 4 frames of the vision config's image size (PE Video); patch positions
+    (pixel_position_ids: the (x, y) of a grid of 2 x pooling_kernel_size patches a side) with the patches
+    flattened as pixel_values (batch, patches, 3 x patch_size^2) (Gemma-4's vision tower); any other tensor
+    (Mimi's and Pocket-TTS's decoder latents, VibeVoice's hidden_states, Nemotron's inputs_embeds, MuSE's
+    noise_embeds and context_hidden_states) hidden-size features, (batch, hidden, 24) then (batch, 24, hidden)
+    (and for a width-1 channels config: a waveform (batch, channels, samples), VibeVoice's encoder). With the
+    text when the forward takes input_ids. [] when every required argument is given by some candidate."""
+    import itertools
+    need = [k for k, p in params.items() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if all(any(k in c for c in given) for k in need):
+        return []
+    samples = 3840
+    hidden = _find(cfg, _H, ()) or _find_any(cfg, _H) or SHRINK["hidden"]
+    hop = getattr(cfg, "downsampling_ratios", None)
+    forms = {}
+    for k in need:
+        if k == "input_features":
+            mels = _find_any(cfg, ("num_mel_bins", "input_feat_size", "n_mels", "feature_size",
+                                   "feature_projection_input_dim")) or MELS
+            frames = samples // math.prod(hop) if "input_values" in params and isinstance(hop, list) and hop \
+                else AUDIO_FRAMES
+            f = torch.randn(BATCH, mels, frames, generator=g)
+            forms[k] = [f, f.transpose(1, 2).contiguous()]
+        elif k == "input_values":
+            wave = torch.randn(BATCH, samples, generator=g)
+            forms[k] = [wave, wave[:, None]]
+        elif k == "pixel_values_videos":
+            vc = getattr(cfg, "vision_config", None) or cfg
+            size = getattr(vc, "image_size", None)
+            size = size[0] if isinstance(size, (list, tuple)) else size if _is_int(size) else 224
+            forms[k] = [torch.randn(BATCH, 4, 3, size, size, generator=g)]
+        elif k.endswith("position_ids") and "pixel_values" in params and _find(cfg, ("patch_size",), ()):
+            side = 2 * (_find(cfg, ("pooling_kernel_size", "spatial_merge_size", "merge_size"), ()) or 2)
+            ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+            forms[k] = [torch.stack([xs.flatten(), ys.flatten()], -1).repeat(BATCH, 1, 1)]
+            patch = _find(cfg, ("patch_size",), ())
+            forms["pixel_values"] = [torch.randn(BATCH, side * side, 3 * patch * patch, generator=g)]
+        elif k not in ("input_ids",) and not (k == "pixel_values" and any(
+                x.endswith("position_ids") for x in need)):
+            h = torch.randn(BATCH, hidden, SEQ, generator=g)
+            forms[k] = [h, h.transpose(1, 2).contiguous()]
+            ch = getattr(cfg, "channels", None)
+            if _is_int(ch) and ch < 4:
+                forms[k].append(torch.randn(BATCH, ch, samples, generator=g))
+    base = dict(text) if text and "input_ids" in params else {}
+    return [dict(base, **dict(zip(forms, combo))) for combo in itertools.product(*forms.values())]
 
 
 IMAGE_TOKENS = ("num_query_tokens", "latent_query_num", "image_seq_length", "mm_tokens_per_image")
@@ -847,18 +1013,18 @@ def _patch_tokens(cfg) -> int | None:
     return int(n) if n == int(n) and n >= 1 else None
 
 
-def _image_text(cfg, params, text: dict, pixels, n: int | None = None) -> list:
+def _image_text(cfg, params, text: dict, pixels, n: int | None = None,
+                keys=("image_token_id", "image_token_index")) -> list:
     """Text with an image's placeholders, for the multimodal models that take both and place the image's
     embeddings at marked positions: the config's image-token count (IMAGE_TOKENS: BLIP-2's 32 query tokens,
     Kosmos-2's 64 latent queries) placed before the text's 24 tokens, as the config's image token (text ids
     equal to it become 3) and, for a model that takes image_embeds_position_mask (Kosmos-2), marked there;
     the attention mask grows by as many ones. [] when the config names no count (`n`: the count to use
-    instead of the config's: _patch_tokens)."""
+    instead of the config's: _patch_tokens; `keys`: the names of the placeholder token)."""
     n = n or _find(cfg, IMAGE_TOKENS, ())
     if not n:
         return []
-    tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index")
-                if _is_int(getattr(cfg, k, None))), None)
+    tok = next((getattr(cfg, k) for k in keys if _is_int(getattr(cfg, k, None))), None)
     if tok is None and "image_embeds_position_mask" not in params:
         return []
     ids = text["input_ids"]
@@ -970,22 +1136,27 @@ def _mrope(d: dict, cfg_class) -> dict:
     """Multimodal rotary sections (Qwen2-VL's [16, 24, 24] temporal/height/width split of the rotary half)
     that the model takes from `rope_parameters.get("mrope_section", default)` when the config has none: the
     default (read from the modeling module) scaled to the shrunk rotary half, written into every (sub)config
-    with rope_parameters and a vocabulary (the text model)."""
-    src = _modeling_source(cfg_class)
-    if src is None:
-        return d
-    m = re.search(r"""get\(["']mrope_section["'],\s*\[([\d,\s]+)\]\)""", src)
-    if not m or not re.search(r"\.split\(\[?\*?(?:self\.)?mrope_section", src):
-        return d
-    default = [int(x) for x in m.group(1).split(",") if x.strip()]
+    with rope_parameters and a vocabulary (the text model). When the model's own module reads none, a
+    sub-config whose own modeling module reads one gets its default (GLM-4.6V's glm4v_text: [8, 12, 12])."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    def section(c):
+        src = _modeling_source(c)
+        m = src and re.search(r"""get\(["']mrope_section["'],\s*\[([\d,\s]+)\]\)""", src)
+        if m and re.search(r"\.split\(\[?\*?(?:self\.)?mrope_section", src):
+            return [int(x) for x in m.group(1).split(",") if x.strip()]
+        return None
+    default = section(cfg_class)
 
     def fix(node):
         rp = node.get("rope_parameters")
-        if isinstance(rp, dict) and "mrope_section" not in rp and "vocab_size" in node and all(
+        own = default or (node is not d and node.get("model_type") in CONFIG_MAPPING and section(
+            CONFIG_MAPPING[node["model_type"]]))  # (else the sub-config's own module: GLM-4.6V's text model)
+        if own and isinstance(rp, dict) and "mrope_section" not in rp and "vocab_size" in node and all(
                 not isinstance(x, dict) for x in rp.values()):
             rotary = (node.get("head_dim") if _is_int(node.get("head_dim")) else SHRINK["head_dim"]) * (
                 rp.get("partial_rotary_factor", node.get("partial_rotary_factor", 1.0)) or 1.0)
-            node["rope_parameters"] = dict(rp, mrope_section=_split(int(rotary) // 2, default))
+            node["rope_parameters"] = dict(rp, mrope_section=_split(int(rotary) // 2, own))
     return _each_config(d, fix)
 
 
@@ -1062,16 +1233,51 @@ def _rotary_floor(d: dict, cfg_class) -> dict:
     return _each_config(d, fix)
 
 
+def _indexed_kinds(d: dict, cfg_class) -> dict:
+    """Per-layer kind lists left None that the modeling module indexes by layer (DeepSeek-OCR-2's text model:
+    `config.mlp_layer_types[layer_idx] == "sparse"`, the released configs list them): every layer of a
+    (sub)config with a layer count the kind compared against (its mixture of experts runs)."""
+    src = _modeling_source(cfg_class)
+    kinds = dict(re.findall(r"config\.(\w+_types)\[layer_idx\] == [\"'](\w+)[\"']", src or ""))
+    if not kinds:
+        return d
+
+    def fix(node):
+        n = next((node[k] for k in _LAYERS if _is_int(node.get(k))), None)
+        for k, kind in kinds.items():
+            if n and k in node and node[k] is None:
+                node[k] = [kind] * n
+    return _each_config(d, fix)
+
+
+def _rope_heads(d: dict, cfg_class) -> dict:
+    """Rotary tables over the heads axis (X-Codec2, NeuCodec: `apply_rotary_pos_emb(..., unsqueeze_dim=2)` on
+    (batch, heads, seq, head size) queries and keys, cos / sin one row per query head): the key-value heads of
+    every (sub)config with attention heads as many as its heads, so the keys match the table."""
+    src = _modeling_source(cfg_class)
+    if not src or not re.search(r"key_states = [^\n]*\.transpose\(1, 2\)\n(?:[^\n]*\n){0,8}?[^\n]*"
+                               r"apply_rotary_pos_emb\(query_states, key_states, cos, sin, unsqueeze_dim=2\)", src):
+        return d
+
+    def fix(node):
+        heads = next((node[k] for k in _HEADS if _is_int(node.get(k))), None)
+        for k in _KV:
+            if heads and _is_int(node.get(k)):
+                node[k] = heads
+    return _each_config(d, fix)
+
+
 def _config(cfg_class, repair: bool = False):
     """The shrunk config (repair: shrink's repair rules, then _tied, _derived, _mrope, _layer_kinds,
-    _read_tokens and _rotary_floor); a config that
+    _read_tokens, _rotary_floor, _rope_heads and _indexed_kinds); a config that
     refuses grouped-query attention gets key-value heads = heads, and one whose validation says "`a.b` (N) must
-    match/equal `c.d` (M)" gets a.b = M (sizes tied together)."""
+    match/equal `c.d` (M)" gets a.b = M (sizes tied together); "`a.b` [i, j] must index the N layers" the last
+    layers, in the list's order."""
     def shrunk(mha=False):
         d = shrink(cfg_class().to_dict(), mha=mha, repair=repair)
         if not repair:
             return d
-        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor):
+        for rule in (_derived, _mrope, _layer_kinds, _read_tokens, _rotary_floor, _rope_heads, _indexed_kinds):
             d = rule(_tied(cfg_class().to_dict(), d) if rule is _derived else d, cfg_class)
         return d
     d = shrunk()
@@ -1082,8 +1288,18 @@ def _config(cfg_class, repair: bool = False):
             text = str(e)
             tied = (re.search(r"`([\w.]+)` \(\d+\)[^`]*must (?:match|equal) `([\w.]+)(?: // (\d+))?` \((\d+)\)", text)
                     or re.search(r"`([\w.]+)` \(\d+\) must (?:match|equal) (?:the )?[\w ]*`([\w.]+)`() \((\d+)\)", text))
+            index = re.search(r"`([\w.]+)` \[([-\d, ]+)\] must index the (\d+) layers", text)
             if "key_value" in text or "kv_heads" in text:
                 d = shrunk(mha=True)
+            elif index:  # (Molmo2's adapter_config.vision_feature_layer [24, 18]: the last layers, in the list's order)
+                node = d
+                *path, key = index.group(1).split(".")
+                for p in path:
+                    node = node[p]
+                v = [int(x) for x in index.group(2).split(",")]
+                n = int(index.group(3))
+                top = {x: max(0, n - len(set(v)) + i) for i, x in enumerate(sorted(set(v)))}
+                node[key] = [top[x] for x in v]
             elif tied:
                 node = d
                 *path, key = tied.group(1).split(".")
@@ -1649,6 +1865,46 @@ NOTES = {
     "exactly on the host and the four ops on them (pow, mul, sum, remainder) run on the counted CPU fallback; the "
     "hash modulo the table size fits int32 and goes back to the device for the embedding lookup: the hashes equal the "
     "CPU's.",
+    "depth_pro": "repaired: patch_size 56 (4 of its DINOv2 encoders' 14-pixel patches, their image_size 56), so "
+    "the default 224 x 224 image holds one patch at its smallest scale (0.25). With the default 384 patches the "
+    "image had to be 1536 x 1536 and the device forward took over 25 minutes; now 84 s in all.",
+    "glm46v": "its text path only (input_ids): the image path needs image_grid_thw and the matching placeholder "
+    "tokens, which the zoo does not build for it. Repaired: its text model's mrope_section, read from glm4v's "
+    "module ([8, 12, 12], scaled to the shrunk rotary half: [2, 3, 3]).",
+    "glmga": "as glm46v: the text path only, mrope_section from glm4v's module.",
+    "deepseek_ocr2": "its text path only (input_ids). Repaired: mlp_layer_types, None by default and indexed by "
+    "layer, every layer \"sparse\" (the mixture of experts runs).",
+    "lightglue": "image pairs of 96 x 96 (184 keypoints each). At 224 x 224 (1039 keypoints) the device asked for "
+    "a 17.9 GiB ttnn.expand (out of memory); at 96 x 96 the worker was killed by the host's OOM killer (16 GB "
+    "resident) before it answered.",
+    "voxtral_realtime": "the text (24 tokens) with 192 mel frames: audio_length_per_tok 8 frames per text token "
+    "(its audio and text embeddings are added position by position).",
+    "instructblipvideo": "a clip of 4 frames (the 224 image repeated) and the text after 4 x 32 video-token "
+    "placeholders (its query tokens per frame); repaired: video_token_index, None by default, the vocabulary's "
+    "last id.",
+    "nemotron3_5_transcribe_audio": "mel features alone (128 bins x 128 frames). Low accuracy is bfloat16's: the "
+    "CPU in bfloat16 gives the same 0.826, float32 storage 1.000000.",
+    "rf_detr": "an image of 504 x 504 (its windowed DINOv2 splits the 36 x 36 patch grid into 4 x 4 windows; 518 "
+    "does not split). Low accuracy is bfloat16's: the CPU in bfloat16 0.257, float32 storage 1.000000 (the "
+    "encoder's top-300 proposals are chosen by scores bfloat16 reorders).",
+    "sam3_tracker": "low accuracy is bfloat16's: the CPU in bfloat16 gives the same 0.911, float32 storage "
+    "1.000000.",
+    "sam3": "the lowest Pearson, -1.0, is presence_logits (2, 1): two values 0.0014484 and 0.0014489 on the CPU, "
+    "0.0014420 and 0.0014343 on the device, whose order bfloat16 flips (max error over all outputs 0.0066). The "
+    "other outputs: pred_masks 0.99988, pred_boxes 0.99997, pred_logits 0.99995, semantic_seg 0.99991, "
+    "decoder_reference_boxes 0.98057 (boxes near 0.5 rounded to bfloat16). Float32 storage 1.000000.",
+    "sam3_lite_text": "low accuracy is bfloat16's: the CPU in bfloat16 gives the same 0.979, float32 storage "
+    "1.000000.",
+    "neucodec": "falls back for atanh (2 calls; no lowering of aten.atanh), otherwise 1.000000.",
+    "xcodec2": "as neucodec: atanh falls back.",
+    "moonshine_streaming": "falls back for asinh (1 call; no lowering of aten.asinh). Repaired at construction: "
+    "its decoder config has no num_key_value_heads, which the modeling module reads (heads = key-value heads).",
+    "pe_video": "repaired: its video tower, a timm vit_pe_core_large_patch14_336 with no model_args (300M "
+    "parameters, 336 x 336 frames), is built with the shrunk sizes (embed_dim 64, depth 2, 4 heads) for 224 x 224 "
+    "frames; a clip of 4 frames.",
+    "pe_video_encoder": "as pe_video.",
+    "t5gemma2_encoder": "repaired at construction: its text config has no dropout_rate, which the modeling module "
+    "reads (0.0).",
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
     "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
     "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
