@@ -218,6 +218,20 @@ def test_indexing_assignment_matches_cpu_on_the_device(case):
         torch.testing.assert_close(out.cpu(), ref, atol=0.02, rtol=0.01)
 
 
+def test_indexing_and_flip_of_wide_rows_fit_in_l1():
+    """x[i] and flip gather rows with ttnn.embedding, whose row buffers are in L1: LightGlue's flip(1) of its
+    [2, 2, 784, 256] descriptors (a [2, 401408] table) asked for 1.7 MB of the 1.5 MB L1 (a TT_THROW) before
+    wide rows were split into rows of at most EMBEDDING_WIDTH elements."""
+    x = torch.randn(2, 2, 784, 256, generator=torch.Generator().manual_seed(0))
+    i = torch.tensor([3, 0, 2])
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        flipped = torch.flip(x.to(DEV), [1]).cpu()
+        picked = x.reshape(4, 784, 256).to(DEV)[i.to(DEV)].cpu()
+    assert rec.fallbacks == {}
+    torch.testing.assert_close(flipped, x.flip(1), atol=0.02, rtol=0.01)  # (bfloat16 rows)
+    torch.testing.assert_close(picked, x.reshape(4, 784, 256)[i], atol=0.02, rtol=0.01)
+
+
 def test_indices_and_values_may_be_cpu_tensors_as_in_pytorch():
     x = X.clone()
     d = X.to(DEV)

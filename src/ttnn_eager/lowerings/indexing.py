@@ -138,10 +138,26 @@ def _index_leading(x, indices):
     flat = reshape(flat, (1, m))
     if not x.dtype.is_floating_point and x.dtype != torch.bool:
         return reshape(_gather_elements(x, flat, m, width), shape + rest)
-    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]), width))
+    split = next((c for c in range(1, width + 1) if width % c == 0 and width // c <= EMBEDDING_WIDTH), width)
+    if split > 1:  # wide rows: each row as `split` rows of width / split, looked up one after the other
+        flat, m, width = _spread(flat, m, split), m * split, width // split
+    table = reshape(policy.ensure(x, TILE_FLOAT), (math.prod(x.shape[:k]) * split, width))
     from .embedding import lookup
     rows = lookup(table, policy.ensure(flat, INDEX), x.dtype, tile_table=True)
     return reshape(rows, shape + rest)
+
+
+# Elements in a table row that ttnn.embedding gathers: its row buffers are in L1 (a [2, 401408] bfloat16 table,
+# LightGlue's flip of [2, 2, 784, 256] descriptors, asked for 1.7 MB of L1's 1.5 MB); wider rows are split.
+EMBEDDING_WIDTH = 32768
+
+
+def _spread(flat, m: int, width: int) -> api.Handle:
+    """Row numbers `flat` ([1, m]) of a [rows, width] tensor as the numbers of its elements (row * width +
+    column), [1, m * width]: the same rows of its view as [rows * width, 1]."""
+    column = api.create("arange", (0, width, 1), flat.tt_dtype, api.TILE, flat.index, flat.dtype)
+    flat = api.run("add", api.run("multiply", reshape(flat, (m, 1)), width), reshape(column, (1, width)))
+    return reshape(flat, (1, m * width))
 
 
 def _gather_elements(x, flat, m: int, width: int) -> api.Handle:
@@ -149,9 +165,7 @@ def _gather_elements(x, flat, m: int, width: int) -> api.Handle:
     elements (row * width + column) from x flattened to one row: exact for any int32 values, where
     ttnn.embedding takes bfloat16 tables only. [1, m * width] elements."""
     if width > 1:
-        column = api.create("arange", (0, width, 1), flat.tt_dtype, api.TILE, x.index, flat.dtype)
-        flat = api.run("add", api.run("multiply", reshape(flat, (m, 1)), width), reshape(column, (1, width)))
-        flat = reshape(flat, (1, m * width))
+        flat = _spread(flat, m, width)
     return gather_handle(reshape(policy.ensure(x, TILE), (1, x.shape.numel())), 1, flat)
 
 
