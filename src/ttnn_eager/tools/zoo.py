@@ -49,6 +49,7 @@ BATCH, SEQ, MASKED = 2, 24, 6      # input_ids (2, 24), the second row's last 6 
 FLOAT64 = "float32"                # configure(float64=...) of the device forward: models that build float64
                                    # tables on the input's device (RT-DETR's position embedding) run (NOTES)
 VISION_SIZE = 96                   # torchvision: 2x3x96x96 (or the model's native size when 96 fails on the CPU)
+PAIR_SIZE = 32                     # keypoint matchers: pairs of 32x32 images (see _transformers_inputs)
 
 _H = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "embedding_size", "n_embed",
       "out_hidden_size", "text_hidden_size", "audio_hidden_size", "vision_hidden_size")
@@ -637,8 +638,10 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     """input_ids (+ attention_mask, + decoder_input_ids for encoder-decoders); then the same with an image
     (dual encoders such as CLIP need both); an image alone (first with the masking noise of a model that
     takes one: _masking_noise); audio samples alone. Then _more_inputs'; a pair of images (batch, 2, c, h, w),
-    the image's 96 x 96 corner and its mirror, for a forward that asks for one (the keypoint matchers LightGlue,
-    EfficientLoFTR: their all-pairs scores grow with the square of the keypoints, about 1000 at 224 x 224);
+    the image's PAIR_SIZE x PAIR_SIZE corner and its mirror, for a forward that asks for one (the keypoint matchers
+    LightGlue, EfficientLoFTR: their all-pairs tensors grow with the square of the keypoints, and in bfloat16 the
+    shrunk SuperPoint's scores, all within 2e-4 of 1/65, round to one value, so its NMS keeps every pixel: 784
+    keypoints an image at 32 x 32, 8464 at 96 x 96);
     the waveform with a clip of 4 frames of 224 x 224 for a forward that takes both (PE audio-video's encoder);
     then _required's."""
     ids, mask = _ids(seed)
@@ -673,7 +676,7 @@ def _transformers_inputs(model, cfg, seed: int) -> list:
     text = out[0] if out and "input_ids" in out[0] else None
     out = (out or [{}]) + _more_inputs(cfg, params, g, text, pixels)
     if pixels is not None and "(batch_size, 2, num_channels, height, width)" in _source(type(model).forward):
-        corner = pixels[..., :VISION_SIZE, :VISION_SIZE]  # (keypoint matchers: image pairs)
+        corner = pixels[..., :PAIR_SIZE, :PAIR_SIZE]  # (keypoint matchers: image pairs)
         out.append({"pixel_values": torch.stack([corner, corner.flip(-1)], 1)})
     if "input_values" in params and "pixel_values_videos" in params:  # (PE audio-video: the sound with a clip)
         g2 = torch.Generator().manual_seed(seed + 1)
@@ -1874,9 +1877,14 @@ NOTES = {
     "glmga": "as glm46v: the text path only, mrope_section from glm4v's module.",
     "deepseek_ocr2": "its text path only (input_ids). Repaired: mlp_layer_types, None by default and indexed by "
     "layer, every layer \"sparse\" (the mixture of experts runs).",
-    "lightglue": "image pairs of 96 x 96 (184 keypoints each). At 224 x 224 (1039 keypoints) the device asked for "
-    "a 17.9 GiB ttnn.expand (out of memory); at 96 x 96 the worker was killed by the host's OOM killer (16 GB "
-    "resident) before it answered.",
+    "lightglue": "image pairs of 32 x 32. Shapes differ as on the CPU in bfloat16: the shrunk SuperPoint's "
+    "keypoint scores all lie within 2e-4 of 1/65 (0.015383 to 0.015386 in float32), finer than bfloat16's step "
+    "there (6e-5), so in bfloat16 every score is 0.015381, every pixel ties with its neighbourhood's maximum and "
+    "NMS keeps them all: 784 keypoints an image against the CPU's 17 (at 96 x 96, 8464 against 184: the "
+    "[4, 1, 8464, 8464] attention mask and the mock's float32 shadows of the all-pairs tensors took the host "
+    "past 16 GB; at 224 x 224 a 17.9 GiB ttnn.expand). With float32 storage the shapes agree and Pearson is "
+    "1.0000. Fixed on the way: flip/index of rows wider than EMBEDDING_WIDTH (LightGlue's flip of "
+    "[2, 2, 784, 256] descriptors) overflowed ttnn.embedding's L1.",
     "voxtral_realtime": "the text (24 tokens) with 192 mel frames: audio_length_per_tok 8 frames per text token "
     "(its audio and text embeddings are added position by position).",
     "instructblipvideo": "a clip of 4 frames (the 224 image repeated) and the text after 4 x 32 video-token "
