@@ -89,8 +89,9 @@ def _boxes(k, width, height, batch=2, seed=0):
 
 
 # atanh: +-inf at +-1, NaN beyond; acosh: 0 at 1, NaN below; asinh: odd, log(2|x|) for large |x|
-HYPERBOLIC_EDGES = [-3e38, -1e20, -5000.0, -4096.0, -2.0, -1.0, -0.99609375, -0.5, -1e-3, -0.0, 0.0, 1e-6, 0.3, 0.99609375,
-                    1.0, 1.0078125, 1.5, 2.0, 100.0, 4096.0, 5000.0, 1e20, 3e38, float("nan"), float("inf"), float("-inf")]
+HYPERBOLIC_EDGES = [-3e38, -1e20, -5000.0, -4096.0, -2.0, -1.0, -0.99609375, -0.5, -1e-3, -0.0, 0.0, 1e-6, 0.3,
+                    0.99609375, 1.0, 1.0078125, 1.5, 2.0, 100.0, 4096.0, 5000.0, 1e20, 3e38, float("nan"), float("inf"),
+                    float("-inf")]
 
 
 def _classes(y):

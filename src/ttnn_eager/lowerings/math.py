@@ -163,8 +163,6 @@ erfinv = _unary("erfinv", "erfinv", aten.erfinv.default)
 # sign restored, log1p forms near the identity, log(|x|) + ln 2 beyond _LARGE (where x*x + 1 == x*x in
 # float32), and NaN outside the domain set explicitly.
 _LARGE = 4096.0
-_HYPERBOLIC = dict(ttnn=["abs", "sign", "clamp", "rsub", "divide", "multiply", "add", "sqrt", "log1p", "log", "gt",
-                         "lt", "where"], needs=TILE_FLOAT)
 
 
 def _float_result(x):
@@ -179,8 +177,9 @@ def _log_twice(a):
     return api.run("add", api.run("log", a), math.log(2.0))
 
 
-@lowering(aten.atanh.default, **_HYPERBOLIC, notes="sign(x) * log1p(2|x| / (1 - |x|)) / 2; +-inf at +-1, NaN "
-          "beyond; integer/bool inputs give float32")
+@lowering(aten.atanh.default, needs=TILE_FLOAT, ttnn=["abs", "clamp", "multiply", "rsub", "divide", "log1p", "sign",
+          "gt", "where"], notes="sign(x) * log1p(2a / (1 - a)) / 2 with a = abs(x); +-inf at "
+          "+-1, NaN beyond; integer/bool inputs give float32")
 def atanh(x):
     x = _float_result(x)
     a = api.run("clamp", api.run("abs", x), min=0.0, max=1.0)
@@ -189,20 +188,22 @@ def atanh(x):
     return api.run("where", api.run("gt", api.run("abs", x), 1.0), math.nan, r)
 
 
-@lowering(aten.asinh.default, **_HYPERBOLIC, notes="sign(x) * log1p(|x| + x**2 / (1 + sqrt(1 + x**2))), "
-          "log(2|x|) beyond |x| > 4096; integer/bool inputs give float32")
+@lowering(aten.asinh.default, needs=TILE_FLOAT, ttnn=["abs", "clamp", "multiply", "add", "sqrt", "divide", "log1p",
+          "log", "gt", "where", "sign"], notes="sign(x) * log1p(a + a**2 / (1 + sqrt(1 + a**2))) with a = "
+          "abs(x), log(2a) beyond a > 4096; integer/bool inputs give float32")
 def asinh(x):
     x = _float_result(x)
     a = api.run("abs", x)
     s = api.run("clamp", a, min=0.0, max=_LARGE)  # (no overflow of s * s)
     s2 = api.run("multiply", s, s)
-    r = api.run("log1p", api.run("add", s, api.run("divide", s2, api.run("add", api.run("sqrt", api.run("add", s2, 1.0)),
-                                                                         1.0))))
+    root = api.run("add", api.run("sqrt", api.run("add", s2, 1.0)), 1.0)  # 1 + sqrt(1 + s**2)
+    r = api.run("log1p", api.run("add", s, api.run("divide", s2, root)))
     r = api.run("where", api.run("gt", a, _LARGE), _log_twice(a), r)
     return api.run("multiply", r, api.run("sign", x))
 
 
-@lowering(aten.acosh.default, **_HYPERBOLIC, notes="log1p(t + sqrt(t * (t + 2))) with t = x - 1, log(2x) beyond "
+@lowering(aten.acosh.default, needs=TILE_FLOAT, ttnn=["clamp", "add", "multiply", "sqrt", "log1p", "log", "gt",
+          "lt", "where"], notes="log1p(t + sqrt(t * (t + 2))) with t = x - 1, log(2x) beyond "
           "x > 4096; 0 at 1, NaN below; integer/bool inputs give float32")
 def acosh(x):
     x = _float_result(x)
