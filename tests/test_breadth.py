@@ -88,6 +88,18 @@ def _boxes(k, width, height, batch=2, seed=0):
     return torch.cat([b, xy, xy + wh], 1).to(torch.bfloat16).float()
 
 
+# atanh: +-inf at +-1, NaN beyond; acosh: 0 at 1, NaN below; asinh: odd, log(2|x|) for large |x|
+HYPERBOLIC_EDGES = [-3e38, -1e20, -5000.0, -4096.0, -2.0, -1.0, -0.99609375, -0.5, -1e-3, -0.0, 0.0, 1e-6, 0.3,
+                    0.99609375, 1.0, 1.0078125, 1.5, 2.0, 100.0, 4096.0, 5000.0, 1e20, 3e38, float("nan"), float("inf"),
+                    float("-inf")]
+
+
+def _classes(y):
+    """y as exactly compared classes (NaN, infinite, sign) and its finite values (so an infinity does not make
+    the tolerance infinite)."""
+    return y.isnan(), y.isinf(), torch.sign(y).nan_to_num(0.0), y.nan_to_num(0.0, 0.0, 0.0)
+
+
 CASES = {
     # transposed convolutions with groups (depthwise: mimi's and pocket-tts' upsamplers) or dilation: the
     # convolution of the mirrored kernel over the input spread by the stride (lowerings/conv.py)
@@ -105,6 +117,12 @@ CASES = {
     "logs": (lambda a: (torch.log2(a.abs() + 0.5), torch.log10(a.abs() + 0.5), torch.nan_to_num(torch.log(a)),
                         torch.nan_to_num(a / 0, nan=1.0, posinf=2.0, neginf=-2.0)), [(bf(3, 33),)]),
     "acos_erfinv": (lambda a: torch.stack([torch.acos(a * 0.9), torch.erfinv(a * 0.9)]), [(bf(3, 33).tanh(),)]),
+    # inverse hyperbolics: the interior, relative accuracy near 0 (x 1e3), integer and bool inputs, and the edges
+    "hyperbolic": (lambda a: (torch.atanh(a.tanh() * 0.99), torch.asinh(a * 30), torch.acosh(a.abs() + 1.5),
+                              torch.atanh(a * 1e-3) * 1e3, torch.asinh(a * 1e-3) * 1e3), [(bf(3, 33),), (bf(2, 5),)]),
+    "hyperbolic_edges": (lambda e, i: tuple(c for f in (torch.atanh, torch.asinh, torch.acosh)
+                                            for c in (*_classes(f(e)), *_classes(f(i)), *_classes(f(i > 0)))),
+                         [(torch.tensor(HYPERBOLIC_EDGES), ints(3, 7, lo=-3, hi=4))]),
     "floor_round": (lambda a: torch.stack([torch.floor(a * 4), torch.round(a * 4), torch.round(a, decimals=1)]),
                     [(bf(3, 33),), (bf(2, 5),)]),
     "floor_round_int": (lambda i: torch.stack([torch.floor(i), torch.round(i), torch.ceil(i)]), [(ints(3, 7, lo=-9),)]),
@@ -225,6 +243,16 @@ def test_elementwise_math(shape, data):
                                     torch.pow(a.abs() + 0.5, b), torch.clamp(a, -b.abs(), b.abs()),
                                     torch.log2(a.abs() + 1), torch.log10(a.abs() + 1),
                                     torch.nan_to_num(torch.log(a), neginf=-5.0)]), x, y)
+
+
+@covers(aten.atanh.default, aten.asinh.default, aten.acosh.default)
+@FEW
+@given(shape=shapes(), data=st.data())
+def test_inverse_hyperbolic(shape, data):
+    x, i = values(shape, data.draw), values(shape, data.draw, "int")
+    check(lambda a: (torch.atanh(a.tanh() * 0.9), torch.asinh(a * 100), torch.acosh(a.abs() + 1.5),
+                     torch.asinh(a * 1e-3) * 1e3), x)
+    check(lambda t: (torch.asinh(t), torch.acosh(t.abs() + 1), *_classes(torch.atanh(t % 3 - 1))), i)
 
 
 @covers(aten.logsumexp.default, aten.var.correction, aten.std.correction, aten.flip.default, aten.argmax.default,

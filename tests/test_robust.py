@@ -429,6 +429,8 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
     "writes": lambda x, i: _writes(x, i),
     "moe": lambda x, i: _moe(x, i),
     "breadth": lambda x, i: _breadth(x, i),
+    "hyperbolic": lambda x, i: (torch.atanh(x.tanh() * 0.9), torch.asinh(x * 30), torch.acosh(x.abs() + 1.5),
+                                torch.atanh(i), torch.asinh(i), torch.acosh(i), torch.asinh(i > 0)),
 }
 
 

@@ -155,6 +155,64 @@ acos = _unary("acos", "acos", aten.acos.default)
 erfinv = _unary("erfinv", "erfinv", aten.erfinv.default)
 
 
+# ------------------------------------------------------------------------------------ inverse hyperbolics
+# Composed from lowered ops, not ttnn.atanh/asinh/acosh: TT-NN 0.81.1's golden functions record that the
+# bfloat16 kernels return +inf where PyTorch gives NaN (atanh for |x| > 1, acosh for x < 1), and tt-metal's
+# kernels of that era take log(x + sqrt(x*x +- 1)) / log((1+x)/(1-x)) directly (tt-metal issue 46862:
+# cancellation near 0 and near +-1, x*x overflowing for large |x|). Here: odd functions from |x| with the
+# sign restored, log1p forms near the identity, log(|x|) + ln 2 beyond _LARGE (where x*x + 1 == x*x in
+# float32), and NaN outside the domain set explicitly.
+_LARGE = 4096.0
+
+
+def _float_result(x):
+    """x (float storage, TILE_FLOAT) tagged as the result's float dtype (integer/bool inputs: float32, as PyTorch)."""
+    dtype = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
+    return x if x.dtype == dtype else api.Handle(x.tt, x.shadow, dtype, x.shape, x.index)
+
+
+def _log_twice(a):
+    """log(2a) = log(a) + ln 2: asinh(a) and acosh(a) for a > _LARGE (the next term, 1 / (4 a**2), is below
+    float32's resolution)."""
+    return api.run("add", api.run("log", a), math.log(2.0))
+
+
+@lowering(aten.atanh.default, needs=TILE_FLOAT, ttnn=["abs", "clamp", "multiply", "rsub", "divide", "log1p", "sign",
+          "gt", "where"], notes="sign(x) * log1p(2a / (1 - a)) / 2 with a = abs(x); +-inf at "
+          "+-1, NaN beyond; integer/bool inputs give float32")
+def atanh(x):
+    x = _float_result(x)
+    a = api.run("clamp", api.run("abs", x), min=0.0, max=1.0)
+    r = api.run("log1p", api.run("divide", api.run("multiply", a, 2.0), api.run("rsub", a, 1.0)))
+    r = api.run("multiply", api.run("multiply", r, 0.5), api.run("sign", x))
+    return api.run("where", api.run("gt", api.run("abs", x), 1.0), math.nan, r)
+
+
+@lowering(aten.asinh.default, needs=TILE_FLOAT, ttnn=["abs", "clamp", "multiply", "add", "sqrt", "divide", "log1p",
+          "log", "gt", "where", "sign"], notes="sign(x) * log1p(a + a**2 / (1 + sqrt(1 + a**2))) with a = "
+          "abs(x), log(2a) beyond a > 4096; integer/bool inputs give float32")
+def asinh(x):
+    x = _float_result(x)
+    a = api.run("abs", x)
+    s = api.run("clamp", a, min=0.0, max=_LARGE)  # (no overflow of s * s)
+    s2 = api.run("multiply", s, s)
+    root = api.run("add", api.run("sqrt", api.run("add", s2, 1.0)), 1.0)  # 1 + sqrt(1 + s**2)
+    r = api.run("log1p", api.run("add", s, api.run("divide", s2, root)))
+    r = api.run("where", api.run("gt", a, _LARGE), _log_twice(a), r)
+    return api.run("multiply", r, api.run("sign", x))
+
+
+@lowering(aten.acosh.default, needs=TILE_FLOAT, ttnn=["clamp", "add", "multiply", "sqrt", "log1p", "log", "gt",
+          "lt", "where"], notes="log1p(t + sqrt(t * (t + 2))) with t = x - 1, log(2x) beyond "
+          "x > 4096; 0 at 1, NaN below; integer/bool inputs give float32")
+def acosh(x):
+    x = _float_result(x)
+    t = api.run("add", api.run("clamp", x, min=1.0, max=_LARGE), -1.0)
+    r = api.run("log1p", api.run("add", t, api.run("sqrt", api.run("multiply", t, api.run("add", t, 2.0)))))
+    r = api.run("where", api.run("gt", x, _LARGE), _log_twice(x), r)
+    return api.run("where", api.run("lt", x, 1.0), math.nan, r)
+
+
 def _integer_identity(x, name: str):
     """floor/round of an integer tensor: the tensor itself (a copy), as PyTorch; bools are PyTorch's error."""
     if x.dtype == torch.bool:

@@ -1903,10 +1903,8 @@ NOTES = {
     "decoder_reference_boxes 0.98057 (boxes near 0.5 rounded to bfloat16). Float32 storage 1.000000.",
     "sam3_lite_text": "low accuracy is bfloat16's: the CPU in bfloat16 gives the same 0.979, float32 storage "
     "1.000000.",
-    "neucodec": "falls back for atanh (2 calls; no lowering of aten.atanh), otherwise 1.000000.",
-    "xcodec2": "as neucodec: atanh falls back.",
-    "moonshine_streaming": "falls back for asinh (1 call; no lowering of aten.asinh). Repaired at construction: "
-    "its decoder config has no num_key_value_heads, which the modeling module reads (heads = key-value heads).",
+    "moonshine_streaming": "repaired at construction: its decoder config has no num_key_value_heads, which the "
+    "modeling module reads (heads = key-value heads).",
     "pe_video": "repaired: its video tower, a timm vit_pe_core_large_patch14_336 with no model_args (300M "
     "parameters, 336 x 336 frames), is built with the shrunk sizes (embed_dim 64, depth 2, 4 heads) for 224 x 224 "
     "frames; a clip of 4 frames.",
