@@ -72,6 +72,22 @@ def test_in_place_and_out_variants_match_cpu():
     assert torch.allclose(out.cpu(), 2 * d.cpu(), atol=0.05)
 
 
+def test_out_variants_of_unary_ops_run_their_lowering():
+    """tanh.out and the other unary .out overloads are their .default lowering and a write (they ran on the
+    CPU fallback: the out= argument made their arguments differ from .default's); out= keeps PyTorch's
+    casting rule (a float result into an integer out= tensor raises its error)."""
+    x = torch.rand(4, 40) * 0.9
+    d = x.to(DEV)
+    with ttnn_eager.record_ops() as rec:
+        for f in (torch.tanh, torch.atanh, torch.log1p, torch.erfinv, torch.exp):
+            out = torch.empty(4, 40, device=DEV)
+            assert f(d, out=out) is out
+            assert torch.allclose(out.cpu(), f(x), rtol=0.02, atol=0.02), f.__name__
+    assert not rec.fallbacks
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        torch.tanh(d, out=torch.empty(4, 40, dtype=torch.long, device=DEV))
+
+
 def test_an_in_place_op_whose_functional_is_the_default_overload_runs_on_the_device():
     """floor_divide_.Tensor's functional is floor_divide.default (DAB-DETR's position embedding): lowered, so
     the in-place op is that lowering and a write, not the CPU fallback; an overload with other arguments

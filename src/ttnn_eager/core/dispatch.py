@@ -635,8 +635,14 @@ def functional_of(func):
     return None
 
 
+def _type_name(dtype: torch.dtype) -> str:
+    """PyTorch's name of a dtype in its errors (Float, Long, Bool)."""
+    return torch.empty(0, dtype=dtype).type().split(".")[-1].replace("Tensor", "")
+
+
 def _arguments(op) -> list:
-    return [(a.name, str(a.type), a.kwarg_only) for a in op._schema.arguments]
+    """An op's arguments but its out= ones (which _run_derived writes): tanh.out's are tanh.default's."""
+    return [(a.name, str(a.type), a.kwarg_only) for a in op._schema.arguments if not a.is_out]
 
 
 def _inplace_view(func, functional, args, kwargs):
@@ -676,6 +682,9 @@ def _run_derived(func, functional, args, kwargs):
     for t, r in zip(targets, results):
         if maybe_handle(t) is None:
             raise device_mismatch(str(r.device), str(t.device))
+        if out_names and not torch.can_cast(r.dtype, t.dtype):
+            raise RuntimeError(f"result type {_type_name(r.dtype)} can't be cast to the desired output type "
+                               f"{_type_name(t.dtype)}")
         write_into(t, handle_of(r))
     return targets[0] if len(targets) == 1 else tuple(targets)
 
