@@ -159,6 +159,25 @@ def test_sdpa_model(restore_config):
     assert 3 * err["HiFi4"] < float((out - ref).abs().max()) < 0.2
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_model_in_blocks_of_query_rows_is_the_same_model(causal, monkeypatch):
+    """Beyond _SCORE_ELEMENTS scores the attention model computes blocks of query rows (a mock must not take
+    the host's memory where the card's kernel holds no scores): the same values as all rows at once, with a
+    per-row mask, a broadcast one, and the causal diagonal of more keys than queries."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 2, 40, 32), torch.randn(2, 2, 56, 32), torch.randn(2, 2, 56, 32)
+    n = numerics.of_kernel_config(None)
+    for mask in (None, torch.randn(2, 1, 40, 56), torch.randn(1, 1, 1, 56)):
+        whole = numerics._sdpa_ref(q, k, v, attn_mask=mask, is_causal=causal, numerics=n)
+        monkeypatch.setattr(numerics, "_SCORE_ELEMENTS", 4 * 56 * 7)  # blocks of 7 rows
+        blocked = numerics._sdpa_ref(q, k, v, attn_mask=mask, is_causal=causal, numerics=n)
+        monkeypatch.undo()
+        assert torch.allclose(blocked, whole, rtol=0, atol=1e-6)
+        if not causal:
+            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            assert pcc(blocked, ref) > 0.999
+
+
 # ----------------------------------------------------------------------------------------------- configs
 def _recording(monkeypatch):
     """Records (op, compute_kernel_config) of every ttnn call device_api makes (the call itself goes on)."""

@@ -196,12 +196,33 @@ def _matmul_ref(a, b, transpose_a=False, transpose_b=False, *, bias=None, activa
     return out
 
 
+_SCORE_ELEMENTS = 1 << 26  # attention scores of more elements (256 MiB) are computed in blocks of query rows
+
+
 def _sdpa_ref(q, k, v, *, attn_mask=None, is_causal=True, scale=None, numerics=None, **_):
+    """The hardware model of TT-NN's attention: softmax(q k^T * scale + mask) v, each matmul as the matrix
+    engine computes it. TT-NN's kernel streams the keys in chunks and never holds the scores; the model holds
+    them, so beyond _SCORE_ELEMENTS it computes blocks of query rows (rows are independent: softmax is per row)
+    rather than take the host's memory (LightGlue's 8464 keypoints: 4.6 GB per copy of the scores)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    sq, sk = q.shape[-2], k.shape[-2]
+    rows = max(1, _SCORE_ELEMENTS // max(1, q[..., :1, :1].numel() * sk))
+    if rows >= sq:
+        return _sdpa_rows(q, k, v, attn_mask, is_causal, scale, numerics, sk - sq, sk)
+    blocks = []
+    for r in range(0, sq, rows):
+        mask = attn_mask
+        if mask is not None and mask.shape[-2] > 1:
+            mask = mask[..., r:r + rows, :]
+        blocks.append(_sdpa_rows(q[..., r:r + rows, :], k, v, mask, is_causal, scale, numerics, r + sk - sq, sk))
+    return torch.cat(blocks, dim=-2)
+
+
+def _sdpa_rows(q, k, v, attn_mask, is_causal, scale, numerics, diagonal: int, sk: int):
+    """_sdpa_ref for query rows whose first row may see keys up to `diagonal` (causal)."""
     scores = matmul(q, k.transpose(-1, -2), numerics) * scale
     if is_causal:
-        sq, sk = scores.shape[-2:]
-        causal = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq)
+        causal = torch.ones(q.shape[-2], sk, dtype=torch.bool).tril(diagonal)
         scores = scores.masked_fill(~causal, -math.inf)
     if attn_mask is not None:
         scores = scores + attn_mask
