@@ -413,7 +413,7 @@ def _dispatch(func, args, kwargs):
     counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
-    if entry.numbers and _wide_number(args, kwargs):
+    if entry.numbers and (kwargs or int in map(type, args)) and _wide_number(args, kwargs):
         return fallback(func, args, kwargs, reason=WIDE)
     # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
     # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
