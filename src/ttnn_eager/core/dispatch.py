@@ -476,15 +476,9 @@ def _invoke(entry, func, args, kwargs, hargs, hkwargs):
 def _wide_number(args, kwargs) -> bool:
     """A Python int beyond the device's int32 integers given to an op that takes numbers, on integer tensors
     (on floating ones it is a float): ttnn would refuse it (TT_FATAL) or wrap it around, so the CPU computes."""
-    wide = False
-    for v in args:
-        if type(v) is int and not layout.fits_int32(v):
-            wide = True
-    for v in kwargs.values():
-        if type(v) is int and not layout.fits_int32(v):
-            wide = True
-    return wide and any(isinstance(x, torch.Tensor) and not x.dtype.is_floating_point
-                        for x in (*args, *kwargs.values()))
+    values = (*args, *kwargs.values())
+    return any(type(v) is int and not layout.fits_int32(v) for v in values) and any(
+        isinstance(x, torch.Tensor) and not x.dtype.is_floating_point for x in values)
 
 
 def _has_complex(args, kwargs) -> bool:

@@ -276,20 +276,9 @@ def _int_range(value: torch.Tensor):
     return int(value.min()), int(value.max())  # (bool tensors: 0/1)
 
 
-def _fits(bounds) -> bool:
-    return bounds is None or (INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX)
-
-
 def fits_int32(value) -> bool:
     """A Python number the device's int32 integers hold (a float or bool always: it becomes a float or 0/1)."""
     return not isinstance(value, int) or isinstance(value, bool) or INT32_MIN <= value <= INT32_MAX
-
-
-def _keep_wide(value: torch.Tensor, index: int, bounds) -> api.Handle:
-    """An int64 tensor whose values do not fit int32 (what the device stores int64 as): kept exactly on the
-    host (api.keep_on_host) rather than wrapped around or refused. PyTorch computes with it as int64 on the
-    CPU; the dispatcher sends every op on it to the counted CPU fallback (and warns once)."""
-    return api.keep_on_host(value, index, bounds)
 
 
 def is_matmul_weight(value: torch.Tensor) -> bool:
@@ -345,8 +334,10 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
     bounds = None
     if value.dtype in _INT or value.dtype == torch.bool:
         bounds = (*_int_range(value), True) if value.numel() else None
-        if not _fits(bounds):  # (only int64 holds such values)
-            return _keep_wide(value, index, bounds)
+        if bounds is not None and not (fits_int32(bounds[0]) and fits_int32(bounds[1])):
+            # int64 values beyond int32 (what the device stores int64 as): kept exactly on the host, not wrapped
+            # or refused; the dispatcher sends every op on them to the counted CPU fallback
+            return api.keep_on_host(value, index, bounds)
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
@@ -828,7 +819,7 @@ def _packed(h: api.Handle, key: tuple, block) -> api.Handle:
     """h's host value as `block(value)`, kept (made once: prepared) in a pack and read back by one slice --
     or, made during a graph capture (no pack takes a block then), alone in TILE."""
     def make(s):
-        value = block((s.host[0].reshape(s.shape) if s.host is not None else api.download(s)).float())
+        value = block(api.host_value(s).float())
         if api.recording is not None:
             return api.upload(value.contiguous(), storage_for(s.dtype)[0], api.TILE, s.index, dtype=s.dtype)
         return pack(value, s.index, s.dtype)

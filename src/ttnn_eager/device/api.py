@@ -450,6 +450,12 @@ def is_host_only(h: Handle) -> bool:
     return h.tt is None and h.host is not None and h.host[1] is None
 
 
+def host_value(h: Handle) -> torch.Tensor:
+    """h's value on the host for making a prepared form: a staged handle's host value as it is held (no
+    transfer), else read from the device (download, counted)."""
+    return h.host[0].reshape(h.shape) if h.host is not None else download(h)
+
+
 def release(h: Handle) -> bool:
     """Stage h back on the host: its value is kept there (read from the device when the host does not know
     it, counted in device_to_host) and its device buffer freed -- for a tensor whose only consumer now reads
@@ -640,7 +646,7 @@ def prepare(op: str, arg: str, source: Handle, shape=None, transform=None, **kwa
     dtype and shape); its device tensor is in the op's private form. A staged source (see stage) is read
     from the host, with no device read. `transform`: an exact rearrangement of the value (of its shape;
     e.g. a transposed convolution's kernel as a convolution's) applied to it and its shadow before `shape`."""
-    value = source.host[0].reshape(source.shape) if source.host is not None else download(source)
+    value = host_value(source)
     if transform is not None:
         value = transform(value)
     tt_dtype = FLOAT32 if source.tt_dtype == FLOAT32 else BFLOAT16

@@ -152,8 +152,7 @@ def _taps(weight, dtype, flipped: bool = False):
     kk = math.prod(weight.shape[2:])
 
     def make(h):
-        value = h.host[0].reshape(h.shape) if h.host is not None else api.download(h)
-        value = value.float().reshape(h.shape[0], -1)
+        value = api.host_value(h).float().reshape(h.shape[0], -1)
         if flipped:
             value = value.flip(1)
         if kk <= api.TILE_SIZE and api.recording is None:
@@ -241,8 +240,7 @@ def _row(bias):
     read back by a slice and a transpose."""
     if api.recording is not None:
         return policy.ensure(bias, TILE_FLOAT)
-    entry = policy.prepared(bias, ("depthwise_bias",), lambda h: policy.pack(
-        h.host[0].reshape(h.shape) if h.host is not None else api.download(h), h.index, h.dtype))
+    entry = policy.prepared(bias, ("depthwise_bias",), lambda h: policy.pack(api.host_value(h), h.index, h.dtype))
     if bias.tt is not None:
         api.release(bias)
     return permute_handle(policy.unpack(entry), (1, 0))

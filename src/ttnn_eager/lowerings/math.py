@@ -166,9 +166,8 @@ _LARGE = 4096.0
 
 
 def _float_result(x):
-    """x (float storage, TILE_FLOAT) tagged as the result's float dtype (integer/bool inputs: float32, as PyTorch)."""
-    dtype = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
-    return x if x.dtype == dtype else api.Handle(x.tt, x.shadow, dtype, x.shape, x.index)
+    """x (float storage, TILE_FLOAT) as the result's float dtype (integer/bool inputs: float32, as PyTorch)."""
+    return policy.retag(x, x.dtype if x.dtype.is_floating_point else torch.get_default_dtype())
 
 
 def _log_twice(a):
