@@ -121,6 +121,9 @@ UNARY = {
     aten.pow.Tensor_Scalar: (lambda x: torch.stack([x ** 2, x.abs() ** 1.5]), None),
     aten.clamp.default: (lambda x: x.clamp(-0.7, 0.4), "int"), aten.clamp_min.default: (lambda x: x.clamp_min(0.3), None),
     aten.clamp_max.default: (lambda x: x.clamp_max(-0.3), None),
+    aten.atanh.default: (lambda x: torch.atanh(x.clamp(-0.9, 0.9)), None),
+    aten.asinh.default: (lambda x: torch.stack([torch.asinh(x), torch.asinh(x * 1000)]), "int"),
+    aten.acosh.default: (lambda x: torch.acosh(x.abs() * 4 + 1.5), "int"),  # (1 + tiny rounds to 1 in bfloat16)
 }
 
 
