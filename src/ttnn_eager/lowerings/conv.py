@@ -22,26 +22,39 @@ times its size: mobilenet_v2's depthwise kernels took 634x their bytes) and for 
 slicing finds no configuration (TT_FATAL "DRAM Auto slice could not find valid slice configuration": the
 kernel-4 causal conv1d of linear-attention layers, C = 8192). A depthwise convolution is a sum over the
 kh*kw taps of a shifted (strided) window of the input times one weight per channel, so it is lowered as
-that: the input NHWC, zero-padded (constant_pad_nd: zeros concatenated; ttnn.pad of a TILE tensor has no
-front padding), each tap one ttnn.slice; the kk windows concatenated along a new leading dimension,
+that ("taps"): the input NHWC, zero-padded (constant_pad_nd: zeros concatenated; ttnn.pad of a TILE tensor
+has no front padding), each tap one ttnn.slice; the kk windows concatenated along a new leading dimension,
 multiplied by the weight as [kk, 1, 1, C] (broadcast) and summed over the taps. The weight is kept as a
-block [C, kk] of a shared pack (layout.pack: alone, [kk, C] in TILE rounds kk up to 32 rows, 3.6x a 3x3
-kernel's bytes, and takes a tile in every DRAM bank), made once from its staged host value and read back by a
-slice and a transpose; kernels of more than 32 taps (7x7) are kept as [kk, C] TILE. A bias is a packed
-column too, added as a [1, C] row.
+block [kk, C] of a shared pack (layout.pack: alone, [kk, C] in TILE rounds kk up to 32 rows, 3.6x a 3x3
+kernel's bytes, and takes a tile in every DRAM bank; in a pack only C is padded, and the blocks of one
+width stack), made once from its staged host value and read back by a slice. A bias is a packed column
+too, added as a [1, C] row.
 
-Grouped convolutions that are not depthwise (ResNeXt, RegNet, SqueezeBERT's grouped conv1d, depthwise with a
-channel multiplier) are TT-NN conv2d's own `groups=`, whose prepared weight is the block-diagonal
-[out, in, kh, kw]: `groups` times the kernel's bytes. So they run in chunks of whole groups, as many as fill
-a multiple of 32 input channels (_chunks): each chunk one conv2d of its slice of the input channels with its
-own prepared weight (s times the chunk's kernel for s groups a chunk), the outputs concatenated.
+Grouped convolutions whose groups have fewer than 32 input channels c_g, or a number that is not a multiple of
+32 (RegNet's 8 or 16, ResNeXt's 4 to 16, a depthwise one with a channel multiplier), are taps too (up to
+TAPS_CHANNELS kk * c_g): output channel (g, j) -- the j-th of o_g outputs of group g -- is the sum over taps and
+over the group's inputs k of W[(g, j), k, tap] times input channel (g, k)'s window. The input is laid out as
+[c_g * N, H, W, O], row block k holding input channel (g, k) in every column (j, g) (a permute, and o_g copies
+concatenated), so that the windows, concatenated, are [kk * c_g, N*OH, OW, O]: one multiply by the kernel as
+[kk * c_g, 1, 1, O] and one sum make every output channel, in (j, g) order, which the permute back to NCHW
+restores to PyTorch's (g, j). The kernel is one packed block [kk * c_g, O]: its own bytes, where TT-NN conv2d's
+groups= prepares the block-diagonal [out, in, kh, kw], `groups` times them, and even in chunks of groups
+filling 32 channels s = 32 / gcd(c_g, 32) times (below): regnet_y_400mf's groups of 8 took 5.6x their bytes
+(its model 1.42x; as taps 1.10x), regnet_x_400mf's of 16 2.75x (1.34x; 1.06x). The price is the windows:
+kk * c_g products for each output element, made in DRAM where conv2d keeps its windows in L1 (on the mock,
+resnext50_32x4d's forward at 224x224 takes 1.9 s instead of 0.43 s; its op count is the same).
+Other grouped convolutions (ResNeXt's groups of 32 and 64 channels, SqueezeBERT's grouped conv1d of 192, wide
+kernels: wav2vec2's positional conv1d of kernel 128) are TT-NN conv2d's own `groups=`, in chunks of whole groups,
+as many as fill a multiple of 32 input channels (_chunks): each chunk one conv2d of its slice of the input
+channels with its own prepared weight (s times the chunk's kernel for s groups a chunk), the outputs
+concatenated.
 
 Transposed convolutions with groups or dilation (TT-NN's conv_transpose2d here: groups 1, dilation 1; mimi's
 and pocket-tts' depthwise ConvTranspose1d upsamplers) are the convolution, stride 1 and the same dilation, of
 the mirrored kernel over the input spread by the stride (stride - 1 zeros after each element: a reshape to
 [N, C, H, 1, W, 1] and a pad) and padded by dilation * (kernel - 1) - padding on each side, plus
 output_padding at the end (a negative pad crops): PyTorch's transposed convolution exactly. A depthwise one
-is then the sum of shifted windows above with the taps reversed; any other its kernel [in, out / groups, kh,
+is then the taps above with the taps reversed; any other its kernel [in, out / groups, kh,
 kw] rearranged to [out, in / groups, kh, kw] (each group's block transposed, mirrored: done on the host
 value by the weight's preparation, api.prepare's transform) for TT-NN conv2d's groups=. The spread input
 is stride times larger per dimension (its zeros multiplied too): the price of one route for every case.
@@ -143,32 +156,52 @@ def _depthwise(x, weight, groups) -> bool:
     return groups > 1 and groups == x.shape[1] == weight.shape[0] and weight.shape[1] == 1
 
 
-def _taps(weight, dtype, flipped: bool = False):
-    """A depthwise kernel [C, 1, kh, kw] as the [kh*kw, C] TILE tensor the tap lowering multiplies by: kept
-    (made once from its staged host value: layout.prepared) as a block [C, kh*kw] of a shared pack and read
-    back by a slice and a transpose (up to 32 taps; a larger kernel, e.g. 7x7, is kept as [kh*kw, C] TILE).
-    `flipped`: the kernel mirrored in both spatial dimensions (reversing its row-major taps), for a transposed
-    convolution."""
+def _taps(weight, dtype, groups: int, flipped: bool = False):
+    """A grouped kernel [O, c_g, kh, kw] (depthwise: [C, 1, kh, kw]) as the [kh*kw * c_g, O] tensor the tap
+    lowering multiplies by: its rows (tap, k), its columns (j, g) -- output channel g * o_g + j's k-th input
+    of its group at that tap -- kept as a block of a shared pack (made once from its staged host value:
+    layout.prepared; only its columns are padded, and blocks of one width stack in one pack) and read back by
+    one slice. `flipped`: the kernel mirrored in both spatial dimensions (reversing its row-major taps), for
+    a transposed convolution."""
+    o, c_g = weight.shape[0], weight.shape[1]
     kk = math.prod(weight.shape[2:])
 
     def make(h):
-        value = api.host_value(h).float().reshape(h.shape[0], -1)
-        if flipped:
-            value = value.flip(1)
-        if kk <= api.TILE_SIZE and api.recording is None:
-            return policy.pack(value, h.index, h.dtype)
-        return api.upload(value.t().contiguous(), dtype, api.TILE, h.index, dtype=h.dtype)
-    form = policy.prepared(weight, ("depthwise_taps", dtype, flipped), make)
-    return form if type(form) is api.Handle else permute_handle(policy.unpack(form), (1, 0))
+        value = api.host_value(h).float().reshape(groups, o // groups, c_g, kk)
+        value = value.flip(3) if flipped else value
+        value = value.permute(3, 2, 1, 0).reshape(kk * c_g, o)
+        if api.recording is not None:
+            return api.upload(value.contiguous(), dtype, api.TILE, h.index, dtype=_pack_dtype(h))
+        return policy.pack(value, h.index, _pack_dtype(h))
+    form = policy.prepared(weight, ("taps", dtype, groups, flipped), make)
+    return form if type(form) is api.Handle else policy.unpack(form)
 
 
-def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int, flipped=False):
-    """A depthwise convolution of x [N, C, H, W] as sum over taps (i, j) of w[:, i, j] * the window of the
-    zero-padded input that tap sees (see the module docstring); NCHW in and out (`flipped`: the kernel
-    mirrored, for a transposed convolution)."""
+def _pack_dtype(h) -> torch.dtype:
+    """The torch dtype a tap kernel or bias is packed as: its own, bfloat16 for an integer one (an integer
+    convolution computes in bfloat16: TILE_FLOAT converts its input)."""
+    return h.dtype if h.dtype.is_floating_point else torch.bfloat16
+
+
+def _conv_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int, flipped=False, groups=None):
+    """A depthwise or grouped convolution of x [N, C, H, W] as the sum over its kernel's taps and over each
+    group's c_g input channels k of the weight times the window of the zero-padded input that tap sees (see
+    the module docstring); NCHW in and out (`flipped`: the kernel mirrored, for a transposed convolution).
+    The windows are taken of the input as [c_g * N, H, W, O]: for each k, input channel g * c_g + k in
+    column (j, g) for every j < o_g (a permute, and o_g copies concatenated), so that one multiply by the
+    [kk * c_g, 1, 1, O] taps and one sum make every output channel; the output's channels come out in (j, g)
+    order and are put back by the final permute."""
     n, c, h, w = x.shape
+    groups = groups or c
+    o = weight.shape[0]
+    c_g, o_g = c // groups, o // groups
     kh, kw = kernel
-    nhwc = permute_handle(x, (0, 2, 3, 1))
+    if c_g == 1:
+        nhwc = permute_handle(x, (0, 2, 3, 1))
+    else:  # [N, G, c_g, H, W] -> [c_g, N, H, W, G]
+        nhwc = reshape(permute_handle(reshape(x, (n, groups, c_g, h, w)), (2, 0, 3, 4, 1)), (c_g * n, h, w, groups))
+    if o_g > 1:
+        nhwc = cat([nhwc] * o_g, 3)
     (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
     if ph or pw:
         nhwc = constant_pad_nd(nhwc, (0, 0, pw, pw, ph, ph))
@@ -176,25 +209,30 @@ def _depthwise_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int,
     for i in range(kh):
         for j in range(kw):
             begins = [0, i * dh, j * dw, 0]
-            ends = [n, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1, c]
+            ends = [c_g * n, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1, o]
             part = api.run("slice", nhwc, begins, ends, [1, sh, sw, 1])
-            windows.append(reshape(part, (1, n * oh, ow, c)))
+            windows.append(reshape(part, (1, c_g * n * oh, ow, o)))
     kk = kh * kw
     stacked = cat(windows, 0) if kk > 1 else windows[0]
-    taps = reshape(_taps(weight, x.tt_dtype, flipped), (kk, 1, 1, c))
+    if c_g > 1:
+        stacked = reshape(stacked, (kk * c_g, n * oh, ow, o))
+    taps = reshape(_taps(weight, x.tt_dtype, groups, flipped), (kk * c_g, 1, 1, o))
     out = api.run("mul", stacked, taps)
-    if kk > 1:
+    if kk * c_g > 1:
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
     if bias is not None:
-        out = api.run("add", out, _row(bias))
-    return permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
+        out = api.run("add", out, _row(bias, groups))
+    if o_g == 1:  # (j, g) order is (g, j) order
+        return permute_handle(reshape(out, (n, oh, ow, o)), (0, 3, 1, 2))
+    out = permute_handle(reshape(out, (n, oh, ow, o_g, groups)), (0, 4, 3, 1, 2))
+    return reshape(out, (n, o, oh, ow))
 
 
 def _depthwise_transposed(x, weight, bias, kernel, stride, padding, dilation, output_padding, oh, ow):
     """A depthwise transposed convolution as the depthwise convolution (stride 1, the same dilation) of the
     mirrored kernel over the spread and padded input (_spread)."""
     x = _spread(x, stride, kernel, padding, dilation, output_padding)
-    return _depthwise_taps(x, weight, bias, kernel, (1, 1), (0, 0), dilation, oh, ow, flipped=True)
+    return _conv_taps(x, weight, bias, kernel, (1, 1), (0, 0), dilation, oh, ow, flipped=True)
 
 
 def _pointwise_matmul(x, weight, bias):
@@ -234,13 +272,20 @@ def _spread(x, stride, kernel, padding, dilation, output_padding):
     return constant_pad_nd(x, (left, right, top, bottom)) if top or bottom or left or right else x
 
 
-def _row(bias):
-    """A depthwise convolution's bias [C] as the [1, C] row added to its NHWC result: kept as a column of a
-    shared pack (made once from its host value, and the original staged back on the host: api.release),
-    read back by a slice and a transpose."""
-    if api.recording is not None:
-        return policy.ensure(bias, TILE_FLOAT)
-    entry = policy.prepared(bias, ("depthwise_bias",), lambda h: policy.pack(api.host_value(h), h.index, h.dtype))
+def _row(bias, groups: int = 1):
+    """A depthwise or grouped convolution's bias [O] as the [1, O] row added to its NHWC result, its channels
+    in (j, g) order (_conv_taps): kept as a column of a shared pack (made once from its host value, and
+    the original staged back on the host: api.release), read back by a slice and a transpose."""
+    if api.recording is not None:  # a graph capture reads the bias as it is, reordered on the device
+        row, o = policy.ensure(bias, TILE_FLOAT), bias.shape[0]
+        if 1 < groups < o:
+            row = reshape(permute_handle(reshape(row, (groups, o // groups)), (1, 0)), (o,))
+        return row
+
+    def make(h):
+        value = api.host_value(h)
+        return policy.pack(value.reshape(groups, -1).t().reshape(-1), h.index, _pack_dtype(h))
+    entry = policy.prepared(bias, ("depthwise_bias", groups), make)
     if bias.tt is not None:
         api.release(bias)
     return permute_handle(policy.unpack(entry), (1, 0))
@@ -256,9 +301,9 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
                                          "mul", "sum", "add", "linear", "matmul"],
           needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
-                "once per input size; depthwise as a sum of shifted windows times per-channel weights "
-                "(full, slice, concat, mul, sum); small 1x1 ones as a linear of a packed kernel and bias; other "
-                "groups as TT-NN conv2d's groups=; transposed ones with groups or dilation as the convolution "
+                "once per input size; depthwise and narrow grouped ones (groups of fewer than 32 channels) as a "
+                "sum of shifted windows times a packed kernel (full, slice, concat, mul, sum); small 1x1 ones as "
+                "a linear of a packed kernel and bias; other groups as TT-NN conv2d's groups= in chunks; transposed ones with groups or dilation as the convolution "
                 "of the mirrored kernel over the input spread by the stride and padded; 3-d convolutions "
                 "refused, then decomposed into one conv2d (core/convolution.py); transposed 3-d ones run on the "
                 "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing")
@@ -286,8 +331,8 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         x = _spread(x, stride, (kh, kw), padding, dilation, output_padding)
         n, c, h, w = x.shape
         stride, padding, transposed, transform = (1, 1), (0, 0), False, _as_conv_kernel(groups)
-    elif not transposed and _depthwise(x, weight, groups):
-        out = _depthwise_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow)
+    elif not transposed and groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw)):
+        out = _conv_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow, groups=groups)
         return reshape(out, (n, out_channels, ow)) if one_d else out
     elif (not transposed and groups == 1 and _pointwise((kh, kw), stride, padding) and weight.host is not None
           and policy.packs_matrix(out_channels, c, bias is not None, x.index)):
@@ -378,6 +423,18 @@ def _batches(n, c, o, kernel, stride, padding, dilation, tt_dtype) -> list:
 def _pointwise(kernel, stride, padding) -> bool:
     """A 1x1 kernel of stride 1 and no padding: TT-NN conv2d's matmul route (no sliding window)."""
     return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
+
+
+# A grouped convolution whose groups' input channels are not a multiple of 32 runs as taps (see the module
+# docstring) when its windows hold at most TAPS_CHANNELS copies of each output element (kk * c_g: a 3x3
+# kernel over groups of up to 32 channels); a wider one stays conv2d's groups= in chunks.
+TAPS_CHANNELS = 9 * 32
+
+
+def _grouped_taps(c_g: int, kk: int) -> bool:
+    """Whether a grouped convolution (not depthwise) with c_g input channels a group and kk taps runs as taps
+    (see above) rather than as conv2d's groups= in chunks."""
+    return c_g % 32 != 0 and c_g * kk <= TAPS_CHANNELS
 
 
 def _chunks(groups: int, c_g: int) -> list:
