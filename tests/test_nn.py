@@ -611,20 +611,37 @@ def test_binary_ops_with_an_empty_operand():
         close(nn.RMSNorm([5], 1e-3).to(DEV)(a.to(DEV)), nn.RMSNorm([5], 1e-3)(a))
 
 
-def test_float32_storage_pools_fall_back_and_convolutions_stay(restore_config):
-    """With float32 storage, TT-NN's pools (bfloat16 only) are refused before ttnn: counted fallbacks with
-    the float32 values; convolutions and batch norm run on the device."""
+@pytest.mark.parametrize("hw, k, stride, pad, dilation, ceil", [
+    ((9, 11), 3, 2, 1, 1, True), ((224, 224), 3, 2, 1, 1, False), ((8, 8), 2, 2, 0, 1, False),
+    ((10, 7), (3, 2), (2, 1), (1, 0), (2, 1), True), ((7, 7), 3, 1, 1, 1, False)])
+def test_float32_storage_pools_are_their_windows_exactly(restore_config, hw, k, stride, pad, dilation, ceil):
+    """With float32 storage TT-NN's pools (bfloat16 only) are not called and nothing falls back: a pool is its
+    windows reduced over the taps. max_pool2d's values and its indices (int64, PyTorch's first-wins tap on
+    ties: a constant image) equal the CPU's bit for bit -- a 224 x 224 image's positions need float32, not
+    bfloat16 -- and so does a window of -inf; avg_pool2d's, with and without counting the padding and with a
+    divisor_override, agree to float32's rounding; convolutions stay on the device. Values as float32 on the
+    CPU (bfloat16 would not hold them)."""
     ttnn_eager.configure(float32_storage="float32")
-    x, w = torch.randn(1, 3, 9, 9), torch.randn(8, 3, 3, 3)
-    with torch.no_grad():
-        with ttnn_eager.strict():
-            out = F.conv2d(x.to(DEV), w.to(DEV), padding=1)
-        assert pcc(out.cpu(), F.conv2d(x, w, padding=1)) >= 0.99999
-        before = ttnn_eager.stats()["fallbacks"]
-        close(F.max_pool2d(x.to(DEV), 2), F.max_pool2d(x, 2), atol=1e-6, rtol=1e-6)
-        assert ttnn_eager.stats()["fallbacks"] == before + 1
-        with ttnn_eager.strict(), pytest.raises(NotImplementedError, match="max_pool2d.*bfloat16 only"):
-            F.max_pool2d(x.to(DEV), 2)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, *hw)
+    x[0, 0, :3, :3] = float("-inf")
+    x[1, 2] = 0.5  # a constant channel: every window ties
+    kw = dict(stride=stride, padding=pad, ceil_mode=ceil)
+    with torch.no_grad(), ttnn_eager.strict():
+        d = x.to(DEV)
+        values, indices = F.max_pool2d(d, k, dilation=dilation, return_indices=True, **kw)
+        want, want_indices = F.max_pool2d(x, k, dilation=dilation, return_indices=True, **kw)
+        assert torch.equal(values.cpu(), want) and indices.dtype == torch.int64
+        assert torch.equal(indices.cpu(), want_indices)
+        assert torch.equal(F.max_pool2d(d, k, dilation=dilation, **kw).cpu(), want)
+        x[0, 0, :3, :3] = 1.0  # (an average of -inf is -inf on both sides; close() takes finite values)
+        d = x.to(DEV)
+        if dilation == 1:
+            for extra in (dict(count_include_pad=True), dict(count_include_pad=False), dict(divisor_override=5)):
+                close(F.avg_pool2d(d, k, **kw, **extra), F.avg_pool2d(x, k, **kw, **extra), atol=1e-6, rtol=1e-6)
+        close(F.adaptive_avg_pool2d(d, (2, 1)), F.adaptive_avg_pool2d(x, (2, 1)), atol=1e-6, rtol=1e-6)
+        w = torch.randn(8, 3, 3, 3)
+        assert pcc(F.conv2d(d, w.to(DEV), padding=1).cpu(), F.conv2d(x, w, padding=1)) >= 0.99999
 
 
 @pytest.mark.parametrize("storage, n, c, o, size, k, stride, groups, transposed", [

@@ -42,7 +42,7 @@ groups= prepares the block-diagonal [out, in, kh, kw], `groups` times them, and 
 filling 32 channels s = 32 / gcd(c_g, 32) times (below): regnet_y_400mf's groups of 8 took 5.6x their bytes
 (its model 1.42x; as taps 1.10x), regnet_x_400mf's of 16 2.75x (1.34x; 1.06x). The price is the windows:
 kk * c_g products for each output element, made in DRAM where conv2d keeps its windows in L1 (on the mock,
-resnext50_32x4d's forward at 224x224 takes 1.9 s instead of 0.43 s; its op count is the same).
+resnext50_32x4d's forward at 224x224 takes 1.9 s instead of 0.43 s; its op count grows 0.6%).
 Other grouped convolutions (ResNeXt's groups of 32 and 64 channels, SqueezeBERT's grouped conv1d of 192, wide
 kernels: wav2vec2's positional conv1d of kernel 128) are TT-NN conv2d's own `groups=`, in chunks of whole groups,
 as many as fill a multiple of 32 input channels (_chunks): each chunk one conv2d of its slice of the input
@@ -303,8 +303,9 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise and narrow grouped ones (groups of fewer than 32 channels) as a "
                 "sum of shifted windows times a packed kernel (full, slice, concat, mul, sum); small 1x1 ones as "
-                "a linear of a packed kernel and bias; other groups as TT-NN conv2d's groups= in chunks; transposed ones with groups or dilation as the convolution "
-                "of the mirrored kernel over the input spread by the stride and padded; 3-d convolutions "
+                "a linear of a packed kernel and bias; other groups as TT-NN conv2d's groups= in chunks; "
+                "transposed ones with groups or dilation as the convolution of the mirrored kernel over the "
+                "input spread by the stride and padded; 3-d convolutions "
                 "refused, then decomposed into one conv2d (core/convolution.py); transposed 3-d ones run on the "
                 "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -458,6 +459,15 @@ def _chunks(groups: int, c_g: int) -> list:
 # back at its window's place: spread by the stride (zeros between), padded to the canvas, summed; the
 # padding is then cut off.
 
+def windows(x, kernel, stride, dilation, oh: int, ow: int) -> list:
+    """The kh * kw windows of a padded [N, C, H, W] x in row-major tap order: tap (i, j)'s [N, C, OH, OW] is
+    one strided slice starting at (i * dh, j * dw) (im2col; the float32 pools, lowerings/pooling.py)."""
+    (kh, kw), (sh, sw), (dh, dw), (n, c) = kernel, stride, dilation, x.shape[:2]
+    return [api.run("slice", x, [0, 0, i * dh, j * dw],
+                    [n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1], [1, 1, sh, sw])
+            for i in range(kh) for j in range(kw)]
+
+
 def _block_counts(size, k, d, p, s) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
@@ -481,12 +491,7 @@ def im2col(x, kernel_size, dilation, padding, stride):
         raise Unfit(f"im2col: no complete block ({oh}x{ow}) in a {h}x{w} input")
     if ph or pw:
         x = constant_pad_nd(x, (pw, pw, ph, ph))
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            part = api.run("slice", x, [0, 0, i * dh, j * dw],
-                           [n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1], [1, 1, sh, sw])
-            taps.append(reshape(part, (n, c, 1, oh * ow)))
+    taps = [reshape(t, (n, c, 1, oh * ow)) for t in windows(x, (kh, kw), (sh, sw), (dh, dw), oh, ow)]
     out = reshape(cat(taps, 2) if len(taps) > 1 else taps[0], (n, c * kh * kw, oh * ow))
     return reshape(out, out.shape[1:]) if unbatched else out
 

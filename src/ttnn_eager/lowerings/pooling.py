@@ -10,9 +10,18 @@ max_pool2d's indices come from TT-NN (uint16: refused above 65535 positions per 
 flat positions h * W + w in each channel's plane. Ties (equal values, e.g. after bfloat16 rounding) may pick
 a different position than the CPU's first-wins rule; the values agree.
 
+Float32-stored inputs (configure(float32_storage="float32")): TT-NN's pools take bfloat16 only, and a
+bfloat16 copy would lose the values' low bits, so such a pool is its windows (conv.windows: one strided slice
+per tap of the input padded with -inf or zeros, NCHW as it is), stacked [kk, N*C, OH, OW] and reduced over
+the taps: a max, exact; a sum times 1 / PyTorch's divisor per output position (made on the host from the
+pool of a ones image: count_include_pad, ceil_mode and divisor_override as PyTorch counts). max_pool2d's
+indices are then the first tap whose window equals the maximum (PyTorch's first-wins rule, exact in float32):
+its offset in the image, chosen tap by tap from the last with ttnn.where, plus each window's top-left
+position; a window of -inf alone gets its first position in the image, as PyTorch's (padding is never its
+candidate). NaN is not handled apart: the CPU's index of a NaN window may differ.
+
 Refused before ttnn (Unfit: the counted CPU fallback, or a strict-mode error naming the op and argument):
 3-D pools, padding more than half the kernel (PyTorch's own error comes from the fallback), empty inputs,
-float32-stored inputs (TT-NN's pools take bfloat16 only),
 and adaptive max pooling to sizes that do not divide the input (TT-NN's adaptive pool takes uniform windows
 only; adaptive average pooling then averages PyTorch's bins slice by slice).
 """
@@ -26,6 +35,8 @@ from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import batch_chunks
+from .conv import windows
+from .padding import constant_pad_nd
 from .views import cat, permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten
@@ -44,9 +55,72 @@ def _as_batch(x, op: str):
         raise Unfit(f"{op}: input of {len(x.shape)} dims")
     if x.shape.numel() == 0:
         raise Unfit(f"{op}: empty input")
-    if x.tt_dtype != api.BFLOAT16:  # (float32 storage: configure(float32_storage="float32"))
-        raise Unfit(f"{op}: a {x.tt_dtype} input (TT-NN's pools take bfloat16 only)")
     return x, False
+
+
+def _bfloat16(x) -> bool:
+    """Whether TT-NN's pools take x (bfloat16 only); else the pool is its windows (see above)."""
+    return x.tt_dtype == api.BFLOAT16
+
+
+def _stacked_windows(x, kernel, stride, padding, dilation, oh: int, ow: int, fill: float):
+    """x [N, C, H, W] padded with `fill` -- and past its padding where ceil_mode's last window reaches -- as
+    the stack [kk, N*C, OH, OW] of its windows (conv.windows)."""
+    n, c, h, w = x.shape
+    extra = [max(0, (o - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
+             for o, s, d, k, size, p in zip((oh, ow), stride, dilation, kernel, (h, w), padding)]
+    (ph, pw), (eh, ew) = padding, extra
+    if ph or pw or eh or ew:
+        x = constant_pad_nd(x, (pw, pw + ew, ph, ph + eh), fill)
+    parts = [reshape(t, (1, n * c, oh, ow)) for t in windows(x, kernel, stride, dilation, oh, ow)]
+    return cat(parts, 0) if len(parts) > 1 else parts[0]
+
+
+def _window_max_pool(x, kernel, stride, padding, dilation, oh: int, ow: int, with_indices: bool):
+    """A float32 max pool as the maximum of its windows; the indices the first tap that holds it (see above)."""
+    from .reduction import _reduce
+    n, c, h, w = x.shape
+    stacked = _stacked_windows(x, kernel, stride, padding, dilation, oh, ow, float("-inf"))
+    values = _reduce("max", stacked, [0], True)
+    if not with_indices:
+        return reshape(values, (n, c, oh, ow))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    first = None
+    for t in reversed(range(kh * kw)):
+        i, j = divmod(t, kw)
+        hit = api.run("eq", slice_handle(stacked, 0, t, t + 1), values)
+        offset = float(i * dh * w + j * dw)
+        first = api.run("multiply", hit, offset) if first is None else api.run("where", hit, offset, first)
+    rows, cols = torch.arange(oh).view(oh, 1) * sh - ph, torch.arange(ow) * sw - pw  # each window's tap (0, 0)
+    flat = api.run("add", first, _constant(rows * w + cols, x))
+    # a window whose maximum is -inf (all its values): PyTorch's index is its first position in the image
+    # (padding is never a candidate), which -inf padding would otherwise be
+    inside = (rows - rows.clamp(max=0).div(dh, rounding_mode="floor") * dh) * w + \
+        cols - cols.clamp(max=0).div(dw, rounding_mode="floor") * dw
+    flat = api.run("where", api.run("eq", values, float("-inf")), _constant(inside, x), flat)
+    indices = policy.retag(flat, torch.int64)
+    indices.bounds = (0, h * w - 1, False)
+    return reshape(values, (n, c, oh, ow)), reshape(indices, (n, c, oh, ow))
+
+
+def _window_avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, oh, ow):
+    """A float32 average pool as the sum of its windows times 1 / PyTorch's divisor of each position (made on
+    the host: the pool of a ones image over the count of its elements each window holds)."""
+    from .reduction import _reduce
+    n, c, h, w = x.shape
+    total = _reduce("sum", _stacked_windows(x, kernel, stride, padding, (1, 1), oh, ow, 0.0), [0], True)
+    ones = torch.ones(1, 1, h, w)
+    mean = torch.nn.functional.avg_pool2d(ones, kernel, stride, padding, ceil_mode, count_include_pad,
+                                          divisor_override)
+    count = torch.nn.functional.avg_pool2d(ones, kernel, stride, padding, ceil_mode, True, 1)
+    scale = torch.where(count > 0, mean / count.clamp(min=1), 0.0).reshape(oh, ow)
+    return reshape(api.run("multiply", total, _constant(scale, x)), (n, c, oh, ow))
+
+
+def _constant(value: torch.Tensor, x):
+    """A host-made [OH, OW] map on x's device in x's device dtype (float32: window positions up to 2^24 and
+    divisors exact)."""
+    return api.upload(value.float().contiguous(), x.tt_dtype, api.TILE, x.index, dtype=torch.float32)
 
 
 def _flat_nhwc(x):
@@ -126,6 +200,9 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices
             raise Unfit("max_pool2d_with_indices: a window wider than the padded input")
         from .reduction import _reduce
         return _unbatch(_reduce("max", x, [2, 3], True), unbatched)
+    if not _bfloat16(x):
+        out = _window_max_pool(x, kernel, stride, padding, dilation, oh, ow, with_indices)
+        return tuple(_unbatch(o, unbatched) for o in out) if with_indices else _unbatch(out, unbatched)
     if with_indices and h * w > _UINT16_POSITIONS:
         raise Unfit(f"max_pool2d_with_indices: {h}x{w} positions per image exceed TT-NN's uint16 indices")
     args = (_flat_nhwc(x), n, h, w, c, list(kernel), list(stride), list(padding), list(dilation))
@@ -142,21 +219,26 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices
     return _nchw(values, n, oh, ow, c, unbatched), _nchw(indices, n, oh, ow, c, unbatched)
 
 
-@lowering(aten.max_pool2d.default, ttnn=["permute", "reshape", "max_pool2d"], needs=TILE_FLOAT,
-          notes="kept whole for inference (no indices); NHWC on the device")
+@lowering(aten.max_pool2d.default, ttnn=["permute", "reshape", "max_pool2d", "full", "slice", "concat", "max"],
+          needs=TILE_FLOAT, notes="kept whole for inference (no indices); NHWC on the device; float32-stored: the "
+                                  "maximum of its windows")
 def max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices=False)
 
 
-@lowering(aten.max_pool2d_with_indices.default, ttnn=["permute", "reshape", "max_pool2d", "typecast"],
+@lowering(aten.max_pool2d_with_indices.default, ttnn=["permute", "reshape", "max_pool2d", "typecast", "full", "slice",
+                                                       "concat", "max", "eq", "multiply", "where", "add"],
           needs=TILE_FLOAT, notes="indices from TT-NN (uint16, so at most 65536 positions per image); ties may "
-                                  "pick another position than the CPU")
+                                  "pick another position than the CPU; float32-stored: the maximum of its windows, "
+                                  "the indices the first tap holding it (exact, PyTorch's ties)")
 def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices=True)
 
 
-@lowering(aten.avg_pool2d.default, ttnn=["permute", "reshape", "avg_pool2d"], needs=TILE_FLOAT,
-          notes="ceil_mode, count_include_pad and divisor_override as in PyTorch")
+@lowering(aten.avg_pool2d.default, ttnn=["permute", "reshape", "avg_pool2d", "full", "slice", "concat", "sum",
+                                         "multiply"],
+          needs=TILE_FLOAT, notes="ceil_mode, count_include_pad and divisor_override as in PyTorch; float32-stored: "
+                                  "the sum of its windows times 1 / PyTorch's divisor")
 def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     x, unbatched = _as_batch(x, "avg_pool2d")
@@ -171,6 +253,9 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
         from .reduction import _reduce
         divisor = divisor_override or ((h + 2 * padding[0]) * (w + 2 * padding[1]) if count_include_pad else h * w)
         return _unbatch(api.run("multiply", _reduce("sum", x, [2, 3], True), 1.0 / divisor), unbatched)
+    if not _bfloat16(x):
+        return _unbatch(_window_avg_pool(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                                         oh, ow), unbatched)
     out = api.run("avg_pool2d", _flat_nhwc(x), n, h, w, c, list(kernel), list(stride), list(padding),
                   ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override,
                   **_tile_dram())
@@ -204,6 +289,9 @@ def adaptive_avg_pool2d(x, output_size):
             raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")
         out = _bin_means(_bin_means(x, 2, oh), 3, ow)
         return reshape(out, (c, oh, ow)) if unbatched else out
+    if not _bfloat16(x):  # uniform windows: an average pool
+        kernel = (h // oh, w // ow)
+        return _unbatch(_window_avg_pool(x, kernel, kernel, (0, 0), False, True, None, oh, ow), unbatched)
     out = api.run("adaptive_avg_pool2d", _flat_nhwc(x), n, h, w, c, [oh, ow],
                   memory_config=api.enum("DRAM_MEMORY_CONFIG"))
     return _nchw(policy.ensure(out, TILE), n, oh, ow, c, unbatched)
