@@ -1912,7 +1912,8 @@ NOTES = {
     "t5gemma2_encoder": "repaired at construction: its text config has no dropout_rate, which the modeling module "
     "reads (0.0).",
     "fastspeech2_conformer": "the output length comes from `round()` of predicted durations: computed from "
-    "bfloat16-stored activations, some round the other way (10 frames instead of 11). With "
+    "bfloat16-stored activations, some round the other way (9 frames instead of 11 since 696782b or earlier; 10 "
+    "at bb40c65, whose figures the rest of this note gives). With "
     "`configure(float32_storage=\"float32\", shadow_numerics=\"exact\")` the shapes are the CPU's and Pearson "
     "1.000000 (the fallback of `round`/`repeat_interleave` itself is faithful). The 2 durations that flip are "
     "0.044 and 0.035 from the rounding boundary on the CPU; the CPU's own float32 duration predictor applied to the "
@@ -1980,7 +1981,9 @@ NOTES = {
     "q_proj 1.4e-5 against 9.7e-6 from the same input). With `configure(math_fidelity=\"HiFi4\")` every module's "
     "error is CPU bfloat16's within 3% and the 2x2 outputs are its values (0.99939); float32 storage gives "
     "1.000000.",
-    "vits": "the output length is `ceil(exp(log_duration))` frames per token. The float32 CPU's 8.0186 frames "
+    "vits": "the output length is `ceil(exp(log_duration))` frames per token. Measured again at 696782b and "
+    "325027c the device makes 39 frames where the CPU makes 40 (a shape difference; CPU bfloat16's length "
+    "differs too, float32 storage gives the CPU's shapes and 1.000000); the figures below are those of ef64eb0. The float32 CPU's 8.0186 frames "
     "(row 0, token 13: 9 frames) is not a bfloat16 value (8.0 and 8.0625 are), so every bfloat16 forward gives 8 "
     "(so does the device given the CPU's float32 log-durations). CPU bfloat16 therefore makes 39 frames, "
     "waveform (2, 9984) against (2, 10240): its \"1.0\" is the Pearson of the 2-value `sequence_lengths` alone, "
