@@ -381,8 +381,8 @@ def test_narrow_grouped_convolutions_are_taps_of_packed_kernels(channels, groups
     prepare s = 32 / gcd(c_g, 32) times its kernel for conv2d (4x, 8x, page rounding aside: regnet_y_400mf
     took 1.42x its bfloat16 bytes). As taps its kernel is a block [9 * c_g, O] of a pack, blocks of one width
     stacked: four such layers take at most 1.2x their bfloat16 bytes on the device after a forward (the pack's
-    rows rounded up to 32 and to whole pages: 1.07x and 1.17x), with no conv2d; the values are the CPU's (float32), and the
-    chunked conv2d's layers took 3.5x or more. (Biases are packed columns: test below.)"""
+    rows rounded up to 32 and to whole pages: 1.07x and 1.17x), with no conv2d; the values are the CPU's
+    (float32), and the chunked conv2d's layers took 3.5x or more. (Biases are packed columns: test below.)"""
     from ttnn_eager.lowerings import conv
 
     def stack():
@@ -415,11 +415,12 @@ def test_grouped_taps_with_biases_and_channel_multipliers_match_the_cpu_eager_an
     """The taps compute output channels in (j, g) order -- the j-th output of group g in column j * G + g --
     and put them back in PyTorch's (g, j) order; the bias is packed in that order, or reordered on the device
     during a graph capture. Groups of 4 channels with 2 outputs each, a depthwise convolution with a channel
-    multiplier of 2, strided and dilated ones, and conv1d: each against float32 on the CPU, eager and replayed
-    with new values."""
+    multiplier of 2, strided and dilated ones, a grouped 1x1 one (a batched matmul, its bias a packed column),
+    and conv1d: each against float32 on the CPU, eager and replayed with new values."""
     torch.manual_seed(0)
     cpu = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, groups=4), torch.nn.ReLU(),
                               torch.nn.Conv2d(32, 64, 3, stride=2, padding=2, dilation=2, groups=32),
+                              torch.nn.Conv2d(64, 64, 1, groups=2),  # a batched matmul (_grouped_pointwise)
                               torch.nn.Conv2d(64, 48, (1, 3), groups=16)).eval()
     dev = copy.deepcopy(cpu).to(DEV)
     conv1d = torch.nn.Conv1d(24, 48, 4, padding=3, groups=6).eval()
@@ -490,7 +491,9 @@ def test_a_conv1d_kernel_with_wide_input_channels_is_staged():
     """SqueezeBERT's grouped conv1d of kernel 1, [768, 192, 1]: a conv1d kernel's last two dimensions are (in,
     k), so it was not taken for a kernel and was uploaded in TILE as [768, 192, 32] -- 32x its bytes (9.0 MiB
     for 0.28 MiB), kept beside its prepared form after a forward. Now it is staged like any kernel: after .to
-    only the bias ([32, 768] TILE, 2 pages in each bank) is on the device, after a forward the prepared chunks."""
+    only the bias ([32, 768] TILE, 2 pages in each bank) is on the device; after a forward the kernel as the
+    batched matmul's [4, 192, 192] (its own bytes: 144 tiles, 12 pages in each bank) and the bias as a packed
+    column (alone here in a [768, 32] pack: in a model the biases share packs), no conv2d."""
     base, before = _clean()
     torch.manual_seed(0)
     conv = torch.nn.Conv1d(768, 768, 1, groups=4)
@@ -500,11 +503,11 @@ def test_a_conv1d_kernel_with_wide_input_channels_is_staged():
     conv.to(DEV)
     assert handle_of(conv.weight).tt is None
     assert api.memory_used(0, "DRAM") - base["DRAM"] == 2 * BANKS * TILE_BYTES
-    with torch.no_grad():
+    with torch.no_grad(), ttnn_eager.record_ops() as rec:
         out = conv(x.to(DEV)).cpu()
-    assert pcc(out, ref) >= 0.9999
+    assert pcc(out, ref) >= 0.9999 and rec.ttnn["matmul"] == 1 and rec.ttnn["conv2d"] == 0
     used = _clean()[0]["DRAM"] - base["DRAM"]
     print(f"conv1d 768 -> 768, 4 groups, kernel 1: {used / bf16:.2f}x its bf16 bytes after a forward")
-    assert used <= 1.35 * bf16
+    assert used == 192 * 768 * 2 + 768 * 32 * 2  # the kernel and the bias column's pack
     del conv
     assert _clean() == (base, before)

@@ -43,8 +43,10 @@ filling 32 channels s = 32 / gcd(c_g, 32) times (below): regnet_y_400mf's groups
 (its model 1.42x; as taps 1.10x), regnet_x_400mf's of 16 2.75x (1.34x; 1.06x). The price is the windows:
 kk * c_g products for each output element, made in DRAM where conv2d keeps its windows in L1 (on the mock,
 resnext50_32x4d's forward at 224x224 takes 1.9 s instead of 0.43 s; its op count grows 0.6%).
-Other grouped convolutions (ResNeXt's groups of 32 and 64 channels, SqueezeBERT's grouped conv1d of 192, wide
-kernels: wav2vec2's positional conv1d of kernel 128) are TT-NN conv2d's own `groups=`, in chunks of whole groups,
+Grouped 1x1 convolutions (stride 1, no padding) whose groups are a multiple of 32 channels (SqueezeBERT's conv1d:
+4 groups of 192) are one batched matmul of the kernel [G, o_g, c_g] by the NCHW input [N, G, c_g, H*W]
+(_grouped_pointwise). Other grouped convolutions (ResNeXt's groups of 32 and 64 channels, wide kernels:
+wav2vec2's positional conv1d of kernel 128) are TT-NN conv2d's own `groups=`, in chunks of whole groups,
 as many as fill a multiple of 32 input channels (_chunks): each chunk one conv2d of its slice of the input
 channels with its own prepared weight (s times the chunk's kernel for s groups a chunk), the outputs
 concatenated.
@@ -247,6 +249,26 @@ def _pointwise_matmul(x, weight, bias):
     return reshape(out, (n, o, 1, 1)) if h * w == 1 else permute_handle(reshape(out, (n, h, w, o)), (0, 3, 1, 2))
 
 
+def _grouped_pointwise(x, weight, bias, groups: int):
+    """A grouped 1x1 convolution (stride 1, no padding; groups of a multiple of 32 channels: SqueezeBERT's
+    conv1d) of x [N, C, H, W] as one batched matmul in NCHW, no permute: the kernel [G, o_g, c_g] (made once
+    from its staged host value: its own bytes in TILE) by the input [N, G, c_g, H*W] gives [N, G, o_g, H*W];
+    the bias a packed column [O, 1] (as the taps' biases), added per channel. conv2d's groups= would prepare
+    chunks of groups, each in whole pages, and a [1, 1, 32, O] bias."""
+    n, c, h, w = x.shape
+    o = weight.shape[0]
+    c_g, o_g = c // groups, o // groups
+
+    def make(hw):
+        value = api.host_value(hw).float().reshape(groups, o_g, c_g)
+        return api.upload(value.contiguous(), x.tt_dtype, api.TILE, hw.index, dtype=_pack_dtype(hw))
+    kernel = policy.prepared(weight, ("grouped_pointwise", x.tt_dtype), make)
+    out = matmul_handles(reshape(kernel, (1, groups, o_g, c_g)), reshape(x, (n, groups, c_g, h * w)))
+    if bias is not None:
+        out = api.run("add", out, reshape(_bias_column(bias), (groups, o_g, 1)))
+    return reshape(out, (n, o, h, w))
+
+
 def _as_conv_kernel(groups: int):
     """A transposed convolution's kernel [in, out / groups, *k] as the convolution's [out, in / groups, *k]
     that computes it over the spread and padded input (_spread): each group's block transposed, mirrored."""
@@ -274,13 +296,22 @@ def _spread(x, stride, kernel, padding, dilation, output_padding):
 
 def _row(bias, groups: int = 1):
     """A depthwise or grouped convolution's bias [O] as the [1, O] row added to its NHWC result, its channels
-    in (j, g) order (_conv_taps): kept as a column of a shared pack (made once from its host value, and
-    the original staged back on the host: api.release), read back by a slice and a transpose."""
+    in (j, g) order (_conv_taps): _bias_column's, transposed."""
     if api.recording is not None:  # a graph capture reads the bias as it is, reordered on the device
         row, o = policy.ensure(bias, TILE_FLOAT), bias.shape[0]
         if 1 < groups < o:
             row = reshape(permute_handle(reshape(row, (groups, o // groups)), (1, 0)), (o,))
         return row
+    return permute_handle(_bias_column(bias, groups), (1, 0))
+
+
+def _bias_column(bias, groups: int = 1):
+    """A convolution's bias [O] as a device column [O, 1], its channels in (j, g) order for `groups` > 1 (1:
+    PyTorch's order): kept as a column of a shared pack (made once from its host value, and the original
+    staged back on the host: api.release), read back by a slice. During a graph capture (no pack takes a
+    block then) the bias as it is."""
+    if api.recording is not None:
+        return reshape(policy.ensure(bias, TILE_FLOAT), (bias.shape[0], 1))
 
     def make(h):
         value = api.host_value(h)
@@ -288,7 +319,7 @@ def _row(bias, groups: int = 1):
     entry = policy.prepared(bias, ("depthwise_bias", groups), make)
     if bias.tt is not None:
         api.release(bias)
-    return permute_handle(policy.unpack(entry), (1, 0))
+    return policy.unpack(entry)
 
 
 def _out_size(size, k, s, p, d, op, transposed) -> int:
@@ -303,7 +334,8 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise and narrow grouped ones (groups of fewer than 32 channels) as a "
                 "sum of shifted windows times a packed kernel (full, slice, concat, mul, sum); small 1x1 ones as "
-                "a linear of a packed kernel and bias; other groups as TT-NN conv2d's groups= in chunks; "
+                "a linear of a packed kernel and bias; grouped 1x1 ones of 32-channel groups as a batched matmul; "
+                "other groups as TT-NN conv2d's groups= in chunks; "
                 "transposed ones with groups or dilation as the convolution of the mirrored kernel over the "
                 "input spread by the stride and padded; 3-d convolutions "
                 "refused, then decomposed into one conv2d (core/convolution.py); transposed 3-d ones run on the "
@@ -334,6 +366,10 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         stride, padding, transposed, transform = (1, 1), (0, 0), False, _as_conv_kernel(groups)
     elif not transposed and groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw)):
         out = _conv_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow, groups=groups)
+        return reshape(out, (n, out_channels, ow)) if one_d else out
+    elif (not transposed and groups > 1 and _pointwise((kh, kw), stride, padding) and (c // groups) % 32 == 0
+          and weight.host is not None):
+        out = _grouped_pointwise(x, weight, bias, groups)
         return reshape(out, (n, out_channels, ow)) if one_d else out
     elif (not transposed and groups == 1 and _pointwise((kh, kw), stride, padding) and weight.host is not None
           and policy.packs_matrix(out_channels, c, bias is not None, x.index)):
