@@ -53,7 +53,7 @@ def measure(entry: str, route: str) -> dict:
         del model
         return {"model": entry, "route": route, "weights_ratio": used / bf16, "ttnn_ops": sum(rec.ttnn.values()),
                 "conv2d": rec.ttnn.get("conv2d", 0), "median_s": statistics.median(times),
-                "pcc": soak._pcc(out, ref)}
+                "pcc": soak.pcc(out, ref)}
     finally:
         conv._grouped_taps = taps
 

@@ -27,6 +27,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import ttnn_eager  # noqa: E402
+from ttnn_eager.tools.compare import pcc  # noqa: E402
 
 DEV = "ttnn:0"
 CONFIGS = {
@@ -51,11 +52,6 @@ def make_batch(config: str, batch: int, seq: int, seed: int = 1, steps: int | No
     lead = (steps,) if steps else ()
     return (torch.randint(1, vocab, lead + (batch, seq), generator=g),
             torch.randint(0, 3, lead + (batch,), generator=g))
-
-
-def _pcc(a, b) -> float:
-    a, b = a.double().flatten(), b.double().flatten()
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
 def run(model, device: str, ids, labels, steps: int, lr: float = 1e-4, foreach: bool = False):
@@ -95,7 +91,7 @@ def compare(config: str, batch: int, seq: int, steps: int, foreach: bool, lr: fl
     with ttnn_eager.strict():
         dev_rows, dev_grads = run(dev_model, DEV, ids, labels, steps, lr=lr, foreach=foreach)
     scale = max(g.norm().item() for g in cpu_grads.values())
-    pccs = {n: _pcc(dev_grads[n], g) for n, g in cpu_grads.items() if g.norm() >= 1e-6 * scale}
+    pccs = {n: pcc(dev_grads[n], g) for n, g in cpu_grads.items() if g.norm() >= 1e-6 * scale}
     zero = {n: dev_grads[n].norm().item() / scale for n, g in cpu_grads.items() if g.norm() < 1e-6 * scale}
     rel = [abs(d["loss"] - c["loss"]) / abs(c["loss"]) for c, d in zip(cpu_rows, dev_rows)]
     worst = min(pccs, key=pccs.get)

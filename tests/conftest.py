@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import ttnn_eager  # noqa: E402,F401
+from ttnn_eager.tools.compare import pcc  # noqa: E402,F401  (the one Pearson: tests import it from here)
 
 
 COVERS: dict = {}  # property-based test name -> aten ops it exercises (any test module may add to it)
@@ -31,11 +32,6 @@ def all_test_modules() -> list:
     import importlib
     import pathlib
     return [importlib.import_module(p.stem) for p in sorted(pathlib.Path(__file__).parent.glob("test_*.py"))]
-
-
-def pcc(a, b) -> float:
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
 def run_python(code: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:

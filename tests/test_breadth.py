@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import ttnn_eager
 
-from conftest import covers
+from conftest import pcc, covers
 from hypothesis import settings
 
 from test_fuzz import FUZZ, check, shapes, values
@@ -552,10 +552,6 @@ def test_grid_sample(n, c, h, w, ho, wo, mode, padding, align, data):
     check(lambda a, b: F.grid_sample(a, b, mode=mode, padding_mode=padding, align_corners=align), x, g)
 
 
-def _pearson(a, b) -> float:
-    return torch.corrcoef(torch.stack([a.flatten().double(), b.flatten().double()]))[0, 1].item()
-
-
 def test_grid_sample_positions_are_float32():
     """The sampling positions and weights are computed in float32: with inputs exact in bfloat16 the device is
     float32 PyTorch on the CPU rounded once to bfloat16 (PyTorch's decomposition in bfloat16 was 5% off);
@@ -575,7 +571,7 @@ def test_grid_sample_positions_are_float32():
         cpu_bf16 = F.grid_sample(x.bfloat16(), g.bfloat16(), mode=mode, padding_mode=padding, align_corners=False)
         with ttnn_eager.strict():
             out = F.grid_sample(x.to(DEV), g.to(DEV), mode=mode, padding_mode=padding, align_corners=False).cpu()
-        assert _pearson(out, ref) >= 0.9995 and _pearson(out, ref) > _pearson(cpu_bf16.float(), ref), mode
+        assert pcc(out, ref) >= 0.9995 and pcc(out, ref) > pcc(cpu_bf16.float(), ref), mode
         assert (out - ref).abs().max() < (cpu_bf16.float() - ref).abs().max(), mode
 
 
@@ -649,7 +645,7 @@ def test_roi_align_runs_on_the_device_as_torchvisions_poolers_call_it():
     ttnn_eager.reset_stats()
     with ttnn_eager.strict():
         out = pool({k: v.to(DEV) for k, v in feats.items()}, [b.to(DEV) for b in boxes], [(128, 160)] * 2).cpu()
-    assert _pearson(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.01 * ref.abs().max(), _pearson(out, ref)
+    assert pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.01 * ref.abs().max(), pcc(out, ref)
     op = torch.ops.torchvision.roi_align.default
     assert registry.late_entry(op).fn.__name__ == "roi_align" and op not in registry.REGISTRY
     x, b = bf(2, 8, 12, 15), _boxes(5, 15, 12)

@@ -7,13 +7,10 @@ import pytest
 import torch
 
 import ttnn_eager
+from conftest import pcc
 from ttnn_eager.core.tensor import handle_of, is_ttnn, new_tensor  # noqa: F401
 
 DEV = "ttnn:0"
-
-
-def _pearson(a, b) -> float:
-    return float(torch.corrcoef(torch.stack([a.flatten().double(), b.flatten().double()]))[0, 1])
 
 
 def test_a_ttnn_tensor_is_a_plain_tensor():
@@ -76,7 +73,7 @@ def test_compile_aot_eager_fullgraph_on_ttnn_tensors():
     out = compiled(x.to(DEV), w.to(DEV), b.to(DEV))
     ref = f(x, w, b)
     assert out.device == torch.device(DEV)
-    assert _pearson(out.cpu(), ref) >= 0.999
+    assert pcc(out.cpu(), ref) >= 0.999
     assert float((out.cpu() - ref).abs().max()) < 0.1
 
 
@@ -94,7 +91,7 @@ def test_compile_aot_eager_training_step():
     rloss.backward()
     assert abs(float(loss.cpu()) - float(rloss)) < 0.02 * abs(float(rloss)) + 1e-3
     g, rg = m[0].weight.grad, ref[0].weight.grad
-    assert g.device == torch.device(DEV) and _pearson(g.cpu(), rg) >= 0.99
+    assert g.device == torch.device(DEV) and pcc(g.cpu(), rg) >= 0.99
 
 
 def test_storage_allocation_on_the_device_is_refused_cleanly():

@@ -4,21 +4,17 @@ import pytest
 import torch
 
 import ttnn_eager
+from conftest import pcc
 from ttnn_eager import counters
 
 DEV = "ttnn:0"
 aten = torch.ops.aten
 
 
-def _pearson(a, b) -> float:
-    a, b = a.detach().flatten().double(), b.detach().flatten().double()
-    return torch.corrcoef(torch.stack([a, b]))[0, 1].item()
-
-
 def _close(out, ref, pearson=0.999, rel=0.03):
     assert out.shape == ref.shape and out.dtype == ref.dtype, (out.shape, ref.shape, out.dtype, ref.dtype)
     got = out.cpu()
-    assert _pearson(got, ref) >= pearson, _pearson(got, ref)
+    assert pcc(got, ref) >= pearson, pcc(got, ref)
     assert (got - ref).abs().max().item() <= rel * max(ref.abs().max().item(), 1.0), (got - ref).abs().max()
 
 

@@ -10,6 +10,8 @@ import time
 
 import torch
 
+from .compare import pcc
+
 BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
                   vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
                   layer_norm_eps=1e-12)
@@ -52,12 +54,6 @@ def make_inputs(batch: int, seq: int, vocab_size: int, padded: int | None = None
     if padded:
         mask[-1, seq - padded:] = 0
     return ids, mask
-
-
-def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Pearson correlation of two tensors' values."""
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
 def numerics_settings() -> dict:

@@ -3,6 +3,8 @@
     to_cpu(x)            a device tensor's value as a CPU tensor (also inside lists, tuples and dicts)
     as_float32(x)        bfloat16/float16 CPU tensors as float32 (the reference is float32 PyTorch)
     compare(dev, ref)    max abs error, Pearson (and mismatches for exact dtypes) of a result against its reference
+    pcc(a, b)            the Pearson correlation of two tensors' values (1.0 for equal ones), what every report
+                         and test quotes
     fmt(x)               a figure as the reports print it
 """
 from __future__ import annotations
@@ -54,6 +56,15 @@ def compare(dev, ref) -> dict:
         pearson = float(torch.corrcoef(torch.stack([d, r]))[0, 1])
     scale = float(r.abs().max()) if r.numel() else 0.0
     return {"max_abs_err": err, "pearson": pearson, "scale": scale, **extra}
+
+
+def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The Pearson correlation of two tensors' values, in float64; 1.0 for equal tensors (whose Pearson is
+    undefined when they are constant)."""
+    a, b = a.detach().double().flatten(), b.detach().double().flatten()
+    if torch.equal(a, b):
+        return 1.0
+    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
 def as_float32(x):

@@ -23,6 +23,7 @@ import time
 import torch
 
 from .. import config, counters
+from .compare import pcc
 
 # Tiny configs: head size 32 (TT-NN's fused attention wants a multiple of 32), grouped-query attention
 # where the family has it, a vocabulary that is not a multiple of 32.
@@ -151,13 +152,6 @@ def load(name_or_path: str, seed: int = 0):
 def prompt_ids(vocab: int, length: int = 8, batch: int = 1, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(3, min(vocab, _VOCAB), (batch, length), generator=g)  # clear of special ids 0-2
-
-
-def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
-    if torch.equal(a, b):
-        return 1.0
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
 class _Snapshots:

@@ -19,6 +19,8 @@ import time
 
 import torch
 
+from .compare import pcc
+
 KINDS = ("DRAM", "L1", "L1_SMALL")
 MIB = 2.0 ** 20
 
@@ -152,13 +154,6 @@ def live_device_tensors() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is api.Handle and (o.tt is not None or o.forms))
 
 
-def _pcc(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
-    if torch.equal(a, b):
-        return 1.0
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
-
-
 def run_one(entry: str, keep_programs: bool = False, seed: int = 0) -> dict:
     """One soak step: build, CPU reference, move, one forward on ttnn:0 (timed), compare, delete; then the
     device memory left and the live device tensors."""
@@ -182,7 +177,7 @@ def run_one(entry: str, keep_programs: bool = False, seed: int = 0) -> dict:
                 out = _main_output(model(**{k: v.to("ttnn:0") for k, v in inputs.items()})).cpu().float()
             row["seconds"] = time.perf_counter() - start
             row["after_forward"] = memory()
-            row["pcc"] = _pcc(out, ref) if out.shape == ref.shape else None
+            row["pcc"] = pcc(out, ref) if out.shape == ref.shape else None
             row["shape_ok"] = out.shape == ref.shape
             row["output"] = out
         except Exception as e:  # noqa: BLE001 - recorded; the loop goes on (memory is still checked)
@@ -269,4 +264,4 @@ def weight_memory(entry: str, seed: int = 0) -> dict:
     gc.collect()
     torch.ttnn.empty_cache()
     return {"model": entry, "params_bf16_bytes": bf16, "after_to": after_to, "after_forward": after_forward,
-            "left_after_delete": memory()["DRAM"] - base, "pcc": _pcc(out, ref)}
+            "left_after_delete": memory()["DRAM"] - base, "pcc": pcc(out, ref)}

@@ -11,6 +11,8 @@ import time
 
 import torch
 
+from .compare import pcc
+
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "convnext_tiny")
 
 
@@ -31,11 +33,6 @@ def load(name: str, seed: int = 0) -> torch.nn.Module:
 
 def make_input(batch: int, size: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(seed))
-
-
-def pcc(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
 
 
 class _PeakMemory:
