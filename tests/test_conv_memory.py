@@ -444,6 +444,28 @@ def test_grouped_taps_with_biases_and_channel_multipliers_match_the_cpu_eager_an
         assert (out - want).abs().max() < 0.02 * want.abs().max()
 
 
+def test_taps_of_a_large_batch_run_in_chunks_of_whole_images(monkeypatch):
+    """The taps' windows hold kk * c_g products per output element (resnext50's first grouped layer: 14.4M
+    elements an image at 224 x 224): a batch whose windows exceed conv.TAPS_WINDOWS runs in chunks of whole
+    images, concatenated -- here a budget of 3 images' windows splits 7 images into 3 chunks (3 multiplies),
+    with the CPU's values (float32), for a grouped and a depthwise convolution."""
+    from ttnn_eager.lowerings import conv
+    torch.manual_seed(0)
+    x = torch.randn(7, 16, 6, 5)
+    for layer in (torch.nn.Conv2d(16, 32, 3, padding=1, groups=4), torch.nn.Conv2d(16, 16, 3, groups=16)):
+        layer = layer.eval()
+        with torch.no_grad():
+            ref = layer(x)
+            per_image = 9 * (16 // layer.groups) * ref.shape[2] * ref.shape[3] * ref.shape[1]
+            monkeypatch.setattr(conv, "TAPS_WINDOWS", 3 * per_image)
+            dev = copy.deepcopy(layer).to(DEV)
+            with ttnn_eager.record_ops() as rec:
+                out = dev(x.to(DEV)).cpu()
+        assert rec.ttnn["mul"] == 3 and rec.ttnn["conv2d"] == 0 and not rec.fallbacks
+        assert out.shape == ref.shape and pcc(out, ref) >= 0.9999
+        assert (out - ref).abs().max() < 0.02 * ref.abs().max()
+
+
 def _squeeze_excitation_stack(monkeypatch=None) -> tuple:
     """(DRAM four squeeze-excitation pairs of 1x1 convolutions 96 -> 24 -> 96 with biases take after a forward
     on a 1x1 image, the forward's ttnn ops, its output, the CPU's)."""

@@ -365,7 +365,11 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         n, c, h, w = x.shape
         stride, padding, transposed, transform = (1, 1), (0, 0), False, _as_conv_kernel(groups)
     elif not transposed and groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw)):
-        out = _conv_taps(x, weight, bias, (kh, kw), stride, padding, dilation, oh, ow, groups=groups)
+        per_image = kh * kw * (c // groups) * oh * ow * out_channels  # the windows' elements (TAPS_WINDOWS)
+        parts = [_conv_taps(x if b1 - b0 == n else slice_handle(x, 0, b0, b1), weight, bias, (kh, kw), stride,
+                            padding, dilation, oh, ow, groups=groups)
+                 for b0, b1 in batch_chunks(n, max(1, TAPS_WINDOWS // per_image))]
+        out = parts[0] if len(parts) == 1 else cat(parts, 0)
         return reshape(out, (n, out_channels, ow)) if one_d else out
     elif (not transposed and groups > 1 and _pointwise((kh, kw), stride, padding) and (c // groups) % 32 == 0
           and weight.host is not None):
@@ -466,6 +470,11 @@ def _pointwise(kernel, stride, padding) -> bool:
 # docstring) when its windows hold at most TAPS_CHANNELS copies of each output element (kk * c_g: a 3x3
 # kernel over groups of up to 32 channels); a wider one stays conv2d's groups= in chunks.
 TAPS_CHANNELS = 9 * 32
+# The windows of a batch are made at once up to TAPS_WINDOWS elements (kk * c_g * OH * OW * O an image: 14.4M for
+# resnext50's first grouped layer at 224 x 224), 128 MiB in bfloat16; a larger batch runs in chunks of whole
+# images (_common.batch_chunks), the results concatenated: exact, and a batch of 64 never holds 1.8 GB of windows
+# (nor the mock's float32 shadow of them, on the host).
+TAPS_WINDOWS = 1 << 26
 
 
 def _grouped_taps(c_g: int, kk: int) -> bool:
