@@ -795,33 +795,36 @@ def packs_matrix(out_channels: int, in_channels: int, bias: bool, index: int) ->
 
 def pack_matrix(h: api.Handle) -> tuple:
     """A matrix h [O, I, 1, ...] (a 1x1 convolution's kernel, staged) as (device tensor, transpose_b) for the
-    matmul x @ h^T: a block of a pack (_packed), stored [O, I] (transpose_b=True) or [I, O], whichever pads
+    matmul x @ h^T: a block of a pack (packed), stored [O, I] (transpose_b=True) or [I, O], whichever pads
     fewer columns to whole tiles."""
     o, i = h.shape[0], h.shape[1:].numel()
     transposed = (_whole_tiles(i) - i) * o > (_whole_tiles(o) - o) * i
-    form = _packed(h, ("matrix",), lambda v: v.reshape(o, i).t() if transposed else v.reshape(o, i))
+    form = packed(h, ("matrix",), lambda v: v.reshape(o, i).t() if transposed else v.reshape(o, i))
     return form, not transposed
 
 
 def pack_row(h: api.Handle) -> api.Handle:
     """A vector h [C] (a 1x1 convolution's bias) as the device row [1, C] a matmul adds: a row of a pack
-    (_packed); h is staged back on the host (api.release: the row replaces it on the device). During a graph
+    (packed); h is staged back on the host (api.release: the row replaces it on the device). During a graph
     capture a bias still on the device is read as it is (its value cannot be read back to the host then)."""
     if api.recording is not None and h.tt is not None:
         return ensure(h, TILE_FLOAT)
-    row = _packed(h, ("row",), lambda v: v.reshape(1, -1))
+    row = packed(h, ("row",), lambda v: v.reshape(1, -1))
     if h.tt is not None:
         api.release(h)
     return row
 
 
-def _packed(h: api.Handle, key: tuple, block) -> api.Handle:
+def packed(h: api.Handle, key: tuple, block, dtype: torch.dtype | None = None) -> api.Handle:
     """h's host value as `block(value)`, kept (made once: prepared) in a pack and read back by one slice --
-    or, made during a graph capture (no pack takes a block then), alone in TILE."""
+    or, made during a graph capture (no pack takes a block then), alone in TILE; stored as torch dtype
+    `dtype` (default h's: an integer convolution's kernel is packed as bfloat16, its compute dtype)."""
+    dtype = dtype or h.dtype
+
     def make(s):
         value = block(api.host_value(s).float())
         if api.recording is not None:
-            return api.upload(value.contiguous(), storage_for(s.dtype)[0], api.TILE, s.index, dtype=s.dtype)
-        return pack(value, s.index, s.dtype)
+            return api.upload(value.contiguous(), storage_for(dtype)[0], api.TILE, s.index, dtype=dtype)
+        return pack(value, s.index, dtype)
     form = prepared(h, key, make)
     return form if type(form) is api.Handle else unpack(form)

@@ -158,25 +158,21 @@ def _depthwise(x, weight, groups) -> bool:
     return groups > 1 and groups == x.shape[1] == weight.shape[0] and weight.shape[1] == 1
 
 
-def _taps(weight, dtype, groups: int, flipped: bool = False):
+def _taps(weight, groups: int, flipped: bool = False):
     """A grouped kernel [O, c_g, kh, kw] (depthwise: [C, 1, kh, kw]) as the [kh*kw * c_g, O] tensor the tap
     lowering multiplies by: its rows (tap, k), its columns (j, g) -- output channel g * o_g + j's k-th input
-    of its group at that tap -- kept as a block of a shared pack (made once from its staged host value:
-    layout.prepared; only its columns are padded, and blocks of one width stack in one pack) and read back by
-    one slice. `flipped`: the kernel mirrored in both spatial dimensions (reversing its row-major taps), for
+    of its group at that tap -- kept as a block of a shared pack (layout.packed: made once from its staged host
+    value; only its columns are padded, and blocks of one width stack in one pack) and read back by one
+    slice. `flipped`: the kernel mirrored in both spatial dimensions (reversing its row-major taps), for
     a transposed convolution."""
     o, c_g = weight.shape[0], weight.shape[1]
     kk = math.prod(weight.shape[2:])
 
-    def make(h):
-        value = api.host_value(h).float().reshape(groups, o // groups, c_g, kk)
+    def block(value):  # [O, c_g, kh, kw] -> rows (tap, k), columns (j, g)
+        value = value.reshape(groups, o // groups, c_g, kk)
         value = value.flip(3) if flipped else value
-        value = value.permute(3, 2, 1, 0).reshape(kk * c_g, o)
-        if api.recording is not None:
-            return api.upload(value.contiguous(), dtype, api.TILE, h.index, dtype=_pack_dtype(h))
-        return policy.pack(value, h.index, _pack_dtype(h))
-    form = policy.prepared(weight, ("taps", dtype, groups, flipped), make)
-    return form if type(form) is api.Handle else policy.unpack(form)
+        return value.permute(3, 2, 1, 0).reshape(kk * c_g, o)
+    return policy.packed(weight, ("taps", groups, flipped), block, _pack_dtype(weight))
 
 
 def _pack_dtype(h) -> torch.dtype:
@@ -204,21 +200,15 @@ def _conv_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: 
         nhwc = reshape(permute_handle(reshape(x, (n, groups, c_g, h, w)), (2, 0, 3, 4, 1)), (c_g * n, h, w, groups))
     if o_g > 1:
         nhwc = cat([nhwc] * o_g, 3)
-    (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
+    ph, pw = padding
     if ph or pw:
         nhwc = constant_pad_nd(nhwc, (0, 0, pw, pw, ph, ph))
-    windows = []
-    for i in range(kh):
-        for j in range(kw):
-            begins = [0, i * dh, j * dw, 0]
-            ends = [c_g * n, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1, o]
-            part = api.run("slice", nhwc, begins, ends, [1, sh, sw, 1])
-            windows.append(reshape(part, (1, c_g * n * oh, ow, o)))
+    parts = [reshape(t, (1, c_g * n * oh, ow, o)) for t in windows(nhwc, kernel, stride, dilation, oh, ow, (1, 2))]
     kk = kh * kw
-    stacked = cat(windows, 0) if kk > 1 else windows[0]
+    stacked = cat(parts, 0) if kk > 1 else parts[0]
     if c_g > 1:
         stacked = reshape(stacked, (kk * c_g, n * oh, ow, o))
-    taps = reshape(_taps(weight, x.tt_dtype, groups, flipped), (kk * c_g, 1, 1, o))
+    taps = reshape(_taps(weight, groups, flipped), (kk * c_g, 1, 1, o))
     out = api.run("mul", stacked, taps)
     if kk * c_g > 1:
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
@@ -297,29 +287,25 @@ def _spread(x, stride, kernel, padding, dilation, output_padding):
 def _row(bias, groups: int = 1):
     """A depthwise or grouped convolution's bias [O] as the [1, O] row added to its NHWC result, its channels
     in (j, g) order (_conv_taps): _bias_column's, transposed."""
-    if api.recording is not None:  # a graph capture reads the bias as it is, reordered on the device
-        row, o = policy.ensure(bias, TILE_FLOAT), bias.shape[0]
-        if 1 < groups < o:
-            row = reshape(permute_handle(reshape(row, (groups, o // groups)), (1, 0)), (o,))
-        return row
     return permute_handle(_bias_column(bias, groups), (1, 0))
 
 
 def _bias_column(bias, groups: int = 1):
     """A convolution's bias [O] as a device column [O, 1], its channels in (j, g) order for `groups` > 1 (1:
-    PyTorch's order): kept as a column of a shared pack (made once from its host value, and the original
-    staged back on the host: api.release), read back by a slice. During a graph capture (no pack takes a
-    block then) the bias as it is."""
+    PyTorch's order): kept as a column of a shared pack (layout.packed: made once from its host value, and the
+    original staged back on the host: api.release), read back by a slice. During a graph capture (its value
+    cannot be read back to the host then) the bias as it is on the device, reordered there."""
+    o = bias.shape[0]
     if api.recording is not None:
-        return reshape(policy.ensure(bias, TILE_FLOAT), (bias.shape[0], 1))
-
-    def make(h):
-        value = api.host_value(h)
-        return policy.pack(value.reshape(groups, -1).t().reshape(-1), h.index, _pack_dtype(h))
-    entry = policy.prepared(bias, ("depthwise_bias", groups), make)
+        column = policy.ensure(bias, TILE_FLOAT)
+        if 1 < groups < o:
+            column = permute_handle(reshape(column, (groups, o // groups)), (1, 0))
+        return reshape(column, (o, 1))
+    column = policy.packed(bias, ("depthwise_bias", groups), lambda v: v.reshape(groups, -1).t().reshape(o, 1),
+                           _pack_dtype(bias))
     if bias.tt is not None:
         api.release(bias)
-    return policy.unpack(entry)
+    return column
 
 
 def _out_size(size, k, s, p, d, op, transposed) -> int:
@@ -504,13 +490,19 @@ def _chunks(groups: int, c_g: int) -> list:
 # back at its window's place: spread by the stride (zeros between), padded to the canvas, summed; the
 # padding is then cut off.
 
-def windows(x, kernel, stride, dilation, oh: int, ow: int) -> list:
-    """The kh * kw windows of a padded [N, C, H, W] x in row-major tap order: tap (i, j)'s [N, C, OH, OW] is
-    one strided slice starting at (i * dh, j * dw) (im2col; the float32 pools, lowerings/pooling.py)."""
-    (kh, kw), (sh, sw), (dh, dw), (n, c) = kernel, stride, dilation, x.shape[:2]
-    return [api.run("slice", x, [0, 0, i * dh, j * dw],
-                    [n, c, i * dh + (oh - 1) * sh + 1, j * dw + (ow - 1) * sw + 1], [1, 1, sh, sw])
-            for i in range(kh) for j in range(kw)]
+def windows(x, kernel, stride, dilation, oh: int, ow: int, dims=(2, 3)) -> list:
+    """The kh * kw windows of a padded x whose spatial dimensions are `dims` (NCHW: (2, 3); NHWC: (1, 2)), in
+    row-major tap order: tap (i, j)'s is one strided slice starting at (i * dh, j * dw), OH x OW there
+    (the taps, im2col, the float32 pools of lowerings/pooling.py)."""
+    (kh, kw), (sh, sw), (dh, dw), (dy, dx) = kernel, stride, dilation, dims
+    out = []
+    for i in range(kh):
+        for j in range(kw):
+            begins, ends, steps = [0] * len(x.shape), list(x.shape), [1] * len(x.shape)
+            begins[dy], ends[dy], steps[dy] = i * dh, i * dh + (oh - 1) * sh + 1, sh
+            begins[dx], ends[dx], steps[dx] = j * dw, j * dw + (ow - 1) * sw + 1, sw
+            out.append(api.run("slice", x, begins, ends, steps))
+    return out
 
 
 def _block_counts(size, k, d, p, s) -> int:
