@@ -307,6 +307,46 @@ def test_int64_sum_known_to_leave_int32_is_not_wrapped():
     assert torch.equal((ints.to(DEV) + (2**31 - 3)).cpu(), ints + (2**31 - 3))
 
 
+def test_integer_sums_are_exact():
+    """The device sums in float32 (exact below 2**24): an integer sum that could pass 2**24 (terms x largest
+    magnitude, from the dtype, the known bounds or one read of the extremes) runs on the CPU fallback; masks
+    and small counts stay on the device. Each result equals the CPU's int64 sum."""
+    cases = [(torch.full((5000,), 2**24 + 1), None, True),                 # every term is beyond float32's 2**24
+             (torch.randint(-2**30, 2**30, (64,), generator=torch.Generator().manual_seed(0)), None, True),
+             (torch.arange(70_000, dtype=torch.int32), None, True),       # leaves int32: an int64 result
+             (torch.arange(10_000).reshape(100, 100), -1, False),         # 100 terms up to 9999: exact
+             (torch.ones(2, 24, dtype=torch.int64), -1, False),           # an attention mask
+             (torch.ones(3, 7, dtype=torch.bool), None, False)]
+    for x, d, falls_back in cases:
+        ref = x.sum() if d is None else x.sum(d)
+        x = x.to(DEV)
+        ttnn_eager.reset_stats()
+        out = x.sum() if d is None else x.sum(d)
+        assert (ttnn_eager.stats()["fallbacks"] == 1) == falls_back
+        out = out.cpu()
+        assert out.dtype == ref.dtype == torch.int64 and torch.equal(out, ref), (x.dtype, out, ref)
+    products = torch.randint(0, 100, (50,)).to(DEV) * torch.randint(0, 100, (50,)).to(DEV)
+    assert products.sum().item() == products.cpu().sum().item()
+
+
+def test_integer_matmuls_are_exact():
+    """ttnn.matmul multiplies integers as float32 on the matrix engine: at HiFi4 (the integer config, whatever
+    configure() says) with operands within 1024 and sums below 2**24 the product is exact; beyond, the CPU
+    fallback computes it (the default HiFi2 config gave an error of 3703 on the first case)."""
+    g = torch.Generator().manual_seed(0)
+    previous = ttnn_eager.configure(math_fidelity="LoFi")
+    try:
+        for high, k, falls_back in ((300, 64, False), (1000, 64, True), (3000, 4, True), (2, 8, False)):
+            a, b = torch.randint(-high, high, (8, k), generator=g), torch.randint(-high, high, (k, 8), generator=g)
+            da, db = a.to(DEV), b.to(DEV)
+            ttnn_eager.reset_stats()
+            out = da @ db
+            assert (ttnn_eager.stats()["fallbacks"] == 1) == falls_back
+            assert out.dtype == torch.int64 and torch.equal(out.cpu(), a @ b)
+    finally:
+        ttnn_eager.configure(**previous)
+
+
 def test_mixed_devices():
     a = torch.randn(4, 4).to(DEV)
     b = torch.randn(4, 4)

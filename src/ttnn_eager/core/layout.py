@@ -81,6 +81,7 @@ Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering 
     layer_norm  layer_norm                        HiFi4          True           False
     reduce      sum, mean, max, min               HiFi4          True           False
     distance    matmul (cdist's x @ y^T)          HiFi4          True           False
+    integer     matmul of integer tensors         HiFi4          True           False   (not overridden)
     HiFi2 takes all 7 mantissa bits of a bfloat16 (or bfloat8_b) weight, which enters SrcA, and the top 6 of
     the activation in SrcB (numerics.py); a 32-bit Dst keeps the long (K up to 4096) accumulations of
     bert-large from being rounded to bfloat16 after every 16 products. Normalizations and reductions run
@@ -157,6 +158,7 @@ COMPUTE = {  # kind -> (math_fidelity, fp32_dest_acc, math_approx); see the modu
     "layer_norm": ("HiFi4", True, False),
     "reduce": ("HiFi4", True, False),
     "distance": ("HiFi4", True, False),  # float32 operands: a nearest-codebook argmin reads the last bits
+    "integer": ("HiFi4", True, False),   # integer matmuls: exact products (configure() does not override it)
 }
 _BOTH = (False, True)
 ARCH_CHOICES = {  # arch -> what its compute-kernel config accepts (ttnn 0.81.1)
@@ -169,6 +171,8 @@ _configs: dict = {}
 def compute_settings(kind: str) -> dict:
     """The compute-kernel settings of op kind `kind` after configure()'s overrides."""
     fidelity, fp32, approx = COMPUTE[kind]
+    if kind == "integer":  # exactness is not a precision preference
+        return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_approx": approx}
     s = config.settings
     return {"math_fidelity": s["math_fidelity"] or fidelity,
             "fp32_dest_acc": fp32 if s["fp32_dest_acc"] is None else s["fp32_dest_acc"],

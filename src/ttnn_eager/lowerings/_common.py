@@ -8,6 +8,9 @@ import torch
 from ..device import api
 
 
+EXACT_FLOAT32 = 1 << 24  # integers up to this magnitude are exact in float32 (the device's integer arithmetic)
+
+
 def is_handle(x) -> bool:
     return isinstance(x, api.Handle)
 

@@ -8,6 +8,7 @@ view + bmm) and those ops are lowered here too.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -16,7 +17,7 @@ from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import check_broadcast
+from ._common import EXACT_FLOAT32, check_broadcast
 from .views import expand, reshape
 
 aten = torch.ops.aten
@@ -50,6 +51,28 @@ def _fusable_bias(bias, n: int) -> bool:
     return bias.shape.numel() == n and (not bias.shape or bias.shape[-1] == n)
 
 
+INTEGER_OPERAND_MAX = 1 << 10  # integers the matrix engine multiplies exactly (HiFi4: 10 significant bits of SrcA)
+
+
+def _exact_integer_product(a, b, bias) -> None:
+    """An integer matmul runs on the matrix engine as float32 (numerics.py): exact when every operand is within
+    INTEGER_OPERAND_MAX in magnitude and every partial sum below 2**24 (inner size x |a| x |b| + |bias|), from
+    known bounds or one read of the extremes. Else Unfit: the CPU's exact int64 product."""
+    from .reduction import value_range
+    if not a.shape.numel() or not b.shape.numel():
+        return
+    largest_a, largest_b = (builtins.max(-lo, hi) for lo, hi in (value_range(a), value_range(b)))
+    largest_bias = 0
+    if bias is not None and bias.shape.numel() and not bias.dtype.is_floating_point:
+        lo, hi = value_range(bias)
+        largest_bias = builtins.max(-lo, hi)
+    k = a.shape[-1]
+    if builtins.max(largest_a, largest_b) > INTEGER_OPERAND_MAX or \
+            k * largest_a * largest_b + largest_bias >= EXACT_FLOAT32:
+        raise Unfit(f"an integer product of values up to {largest_a} and {largest_b} over {k} terms (exact on "
+                    f"the matrix engine within {INTEGER_OPERAND_MAX} and sums below 2**24)")
+
+
 def matmul_handles(a, b, transpose_b: bool = False, bias=None, activation=None):
     if not a.shape or not b.shape:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(a.shape)}D and "
@@ -58,7 +81,8 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None, activation=None):
     if not a.dtype.is_floating_point or not b.dtype.is_floating_point:
         if a.dtype != b.dtype:
             raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
-        # ttnn.matmul takes floating tensors: integers are multiplied in float32 (exact below 2**24)
+        # ttnn.matmul takes floating tensors: integers are multiplied as float32, where exact (else Unfit)
+        _exact_integer_product(a, b, bias)
         int_dtype, a, b = a.dtype, _as_float32(a), _as_float32(b)
         bias = _as_float32(bias) if bias is not None else None
     squeeze_front = squeeze_back = False
@@ -70,7 +94,7 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None, activation=None):
     if k_a != k_b:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and "
                            f"{'x'.join(map(str, b.shape))})")
-    ckc = policy.compute_config("matmul", a.index)
+    ckc = policy.compute_config("matmul" if int_dtype is None else "integer", a.index)
     a, b = _broadcast_batch(a, b, transpose_b)
     n = b.shape[-2 if transpose_b else -1]
     late_bias = None

@@ -12,7 +12,7 @@ from ..core import layout as policy
 from ..core.layout import PROMOTE, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import dim
+from ._common import EXACT_FLOAT32, dim
 from .views import reshape, share
 
 aten = torch.ops.aten
@@ -110,10 +110,34 @@ def equal(a, b):
     return bool(local_scalar_dense(_all_or_any(binary("eq", a, b, torch.bool), None, False, want_all=True)))
 
 
-@lowering(aten.sum.default, aten.sum.dim_IntList, ttnn=["sum"], needs=TILE)
+@lowering(aten.sum.default, aten.sum.dim_IntList, ttnn=["sum"], needs=TILE,
+          notes="integer and bool sums accumulate in float32 (the matrix engine's Dst): on the device only when "
+                "exact, i.e. terms x largest magnitude below 2**24 (from the dtype, the known value bounds, or "
+                "one read of the extremes); larger ones run on the CPU fallback")
 def sum(x, d=None, keepdim=False, *, dtype=None):
     out_dtype = dtype or (torch.int64 if x.dtype == torch.bool or not x.dtype.is_floating_point else x.dtype)
+    if not out_dtype.is_floating_point:
+        _exact_integer_sum(x, d)
     return _reduce("sum", x, d, keepdim, out_dtype)
+
+
+def _exact_integer_sum(x, d) -> None:
+    """An integer sum is exact in float32 when every partial sum is: terms x the largest magnitude below
+    2**24 (the dtype's range first, so bool/int8/uint8 masks need no read; else value_range). Else Unfit: the
+    CPU's int64 sum (which the device could not hold beyond int32 anyway)."""
+    dims = _dims(x, d)
+    terms = x.shape.numel() if dims is None or not x.shape else math.prod(x.shape[i] for i in dims)
+    if x.dtype == torch.bool:
+        largest = 1
+    else:
+        info = torch.iinfo(x.dtype)
+        largest = builtins.max(-info.min, info.max)
+        if terms * largest >= EXACT_FLOAT32 and terms:
+            lo, hi = value_range(x)
+            largest = builtins.max(-lo, hi)
+    if terms * largest >= EXACT_FLOAT32:
+        raise Unfit(f"a sum of {terms} {x.dtype} terms up to {largest} in magnitude (the device accumulates in "
+                    f"float32: exact below 2**24)")
 
 
 @lowering(aten.mean.default, aten.mean.dim, ttnn=["mean"], needs=TILE_FLOAT)
@@ -137,7 +161,13 @@ def cumsum(x, d, *, dtype=None):
     out = dtype or (x.dtype if x.dtype.is_floating_point else torch.int64)
     if out != x.dtype:
         x = policy.retag(x, out)  # (bool's bfloat16 0/1 become int32: a running count stays exact)
-    return api.run("cumsum", x, dim(d, len(x.shape)), out_dtype=out)
+    d = dim(d, len(x.shape))
+    result = api.run("cumsum", x, d, out_dtype=out)
+    if x.bounds is not None and not out.is_floating_point:  # a running sum of n terms in [lo, hi]
+        n = x.shape[d] if x.shape else 1
+        lo, hi = x.bounds[0], x.bounds[1]
+        result.bounds = (builtins.min(lo, lo * n), builtins.max(hi, hi * n), False)
+    return result
 
 
 @lowering(aten.linalg_vector_norm.default, ttnn=["abs", "multiply", "sum", "sqrt", "max"], needs=TILE_FLOAT,

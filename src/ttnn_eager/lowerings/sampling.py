@@ -38,12 +38,12 @@ from ..core import layout as policy
 from ..core.layout import TILE_FLOAT
 from ..core.registry import Unfit, late_lowering, lowering
 from ..device import api
+from ._common import EXACT_FLOAT32
 from .embedding import lookup
 from .views import permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten
 
-EXACT_FLOAT32 = 2 ** 24  # row numbers up to this are exact in float32
 WORKING_BYTES = 2 << 30  # device memory one call may hold at once (see the module docstring)
 _FLOAT = {"dtype": api.FLOAT32}  # comparisons as float32 0/1
 

@@ -27,7 +27,7 @@ from ..core import layout as policy
 from ..core.layout import ANY, TILE
 from ..core.registry import Unfit, device_mismatch, lowering
 from ..device import api
-from ._common import dim, is_handle, known_inside, known_outside
+from ._common import EXACT_FLOAT32, dim, is_handle, known_inside, known_outside
 from .indexing import device_indices, flat_rows, gather_handle
 from .views import expand, permute_handle, reshape, scatter_along, slice_handle
 
@@ -337,7 +337,6 @@ def scatter_add(x, d, index, src):
 
 
 SCATTER_EXTREME_MAX = 1 << 24  # elements of amax/amin's one-hot [..., index, self] comparison
-EXACT_FLOAT32 = 1 << 24         # integers up to this magnitude are exact in float32
 
 
 def _as_float32(h: api.Handle) -> api.Handle:

@@ -26,14 +26,11 @@ from ..core import layout as policy
 from ..core.layout import ANY, PROMOTE, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import dim, known_outside
+from ._common import EXACT_FLOAT32, dim, known_outside
 from .reduction import _reduce, value_range
 from .views import reshape, same_values
 
 aten = torch.ops.aten
-
-
-EXACT_FLOAT32 = 2 ** 24  # integers up to this magnitude are exact in float32
 
 
 def _floating(x, what: str):
