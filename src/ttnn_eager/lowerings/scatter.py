@@ -101,8 +101,8 @@ def _put_mask(x: api.Handle, mask: api.Handle, values: api.Handle, accumulate: b
         spread = _expand_values(values, rest) if rest else _expand_values(values, [])
         spread = expand(spread, x.shape)
     x, spread = policy.for_write(x, spread)
-    if not policy.is_float(x.tt_dtype):  # ttnn's where and add take no mixed dtypes: an integer 0/1 mask
-        full_mask = policy.like(full_mask, x)
+    if full_mask.tt_dtype != x.tt_dtype:  # ttnn's where and add take no mixed dtypes: the 0/1 mask in x's
+        full_mask = policy.like(full_mask, x)  # (integer, or float32 with float32 storage)
     if accumulate:
         return api.run("add", x, api.run("where", full_mask, spread, 0.0 if x.dtype.is_floating_point else 0),
                        out_dtype=x.dtype)

@@ -22,6 +22,10 @@ pairs, tests/test_complex.py runs its samples) -- must raise the documented Type
 support ..."): one float64 and one complex128 sample per OpInfo that supports them, and any sample that
 converts to such a dtype, count as *refused*. Complex results are compared with the floating tolerance.
 
+`run(storage="float32")` runs the float32 samples again under configure(float32_storage="float32") (the
+accurate setting: float32 tensors meet ttnn ops whose dtype rules differ from bfloat16's); the same list of
+known failures holds for it (tests/test_opinfo.py).
+
 `EXPECTED_FAILURES` is the one list of samples known to fail, each with its reason; tests/test_opinfo.py
 fails when a sample fails that is not listed, or a listed one passes; `ttnn-eager docs` lists them in
 docs/ops.md. `python -m ttnn_eager.tools.opinfo` prints samples run / passed / refused per op family.
@@ -213,9 +217,10 @@ def _compare(out, ref, exact: bool, values: bool = True) -> str:
     return ""
 
 
-def run_sample(op, sample) -> tuple:
+def run_sample(op, sample, storage: str | None = None) -> tuple:
     """(status, detail) of one sample: its result on ttnn:0 against the CPU's ("CPU fallback": a pass on
-    which some aten op of the sample ran on the counted CPU fallback)."""
+    which some aten op of the sample ran on the counted CPU fallback). storage: run under
+    configure(float32_storage=storage) (compared as the default's float32 samples are)."""
     from .. import config, counters
     exact = op.name in COMPARISONS
     if not exact:
@@ -227,7 +232,7 @@ def run_sample(op, sample) -> tuple:
         ref_error = None
     except Exception as e:  # noqa: BLE001 - PyTorch's exception is the specification
         ref, ref_error = None, e
-    previous = config.configure(float32_storage="float32") if exact else None
+    previous = config.configure(float32_storage="float32" if exact else storage) if exact or storage else None
     fallbacks = counters.counts["fallbacks"]
     try:
         moved = sample.transform(_to_device)
@@ -278,24 +283,25 @@ def refusal_checks(op) -> list:
 
 
 # ----------------------------------------------------------------------------------------------- the suite
-def run(cap: int = CAP, chosen: list | None = None) -> list:
-    """Every sample of every selected OpInfo: a list of Result."""
+def run(cap: int = CAP, chosen: list | None = None, storage: str | None = None) -> list:
+    """Every sample of every selected OpInfo: a list of Result. storage ("float32", "mixed"): the float32
+    samples alone, each run under configure(float32_storage=storage), no refusal checks."""
     import warnings
     results = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for op, family in (chosen if chosen is not None else select()):
             name = full_name(op)
-            for dtype in _dtypes(op):
+            for dtype in _dtypes(op) if storage is None else [d for d in _dtypes(op) if d == torch.float32]:
                 dname = str(dtype).split(".")[1]
                 try:
                     samples = _samples(op, dtype, cap)
                 except Exception:  # noqa: BLE001
                     continue
                 for i, sample in enumerate(samples):
-                    status, detail = run_sample(op, sample)
+                    status, detail = run_sample(op, sample, storage)
                     results.append(Result(name, family, dname, i, status, detail))
-            for dname, status, detail in refusal_checks(op):
+            for dname, status, detail in refusal_checks(op) if storage is None else ():
                 results.append(Result(name, family, dname, -1, status, detail))
     return results
 
