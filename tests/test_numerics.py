@@ -381,3 +381,48 @@ def test_sweep_catches_a_wrong_lowering(monkeypatch):
     assert rows["aten.tanh.default"]["pearson"] > 0.999, rows["aten.tanh.default"]
     assert rows["aten.tanh.default"]["failure"].startswith("max abs error")
     assert rows["aten.bitwise_and.Tensor"]["failure"].endswith("elements differ")
+
+
+def _small_bert(storage: str):
+    """A 2-layer BERT's parameter bytes on the device, its output and the output's device dtype under
+    float32_storage=`storage` (seeded weights and ids; the CPU's float32 output as the reference)."""
+    from transformers import BertConfig, BertModel
+    from ttnn_eager.core.tensor import handle_of
+    ttnn_eager.configure(float32_storage=storage)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=256, vocab_size=1000)).eval()
+    ids = torch.randint(0, 1000, (2, 24))
+    with torch.no_grad():
+        ref = model(ids).last_hidden_state
+        start = torch.ttnn.memory_allocated()
+        model.to(DEV)
+        weights = torch.ttnn.memory_allocated() - start
+        out = model(ids.to(DEV)).last_hidden_state
+    return weights, pcc(out.cpu(), ref), handle_of(out).tt_dtype, model
+
+
+def test_mixed_storage_keeps_bfloat16_weights_and_float32_activations(restore_config):
+    """float32_storage="mixed": parameters take their bfloat16 bytes (as the default), every computed value is
+    float32 (an embedding lookup from a bfloat16 table is widened), so the error is a fraction of the default's."""
+    from ttnn_eager.core.tensor import handle_of
+    w_bf16, p_bf16, dt_bf16, _ = _small_bert("bfloat16")
+    w_f32, p_f32, _, _ = _small_bert("float32")
+    w_mixed, p_mixed, dt_mixed, model = _small_bert("mixed")
+    assert w_mixed == w_bf16 < 0.6 * w_f32
+    assert handle_of(model.embeddings.word_embeddings.weight).tt_dtype == api.BFLOAT16
+    assert handle_of(model.encoder.layer[0].attention.self.query.weight).tt_dtype == api.BFLOAT16
+    assert dt_bf16 == api.BFLOAT16 and dt_mixed == api.FLOAT32
+    print(f"1 - Pearson: bfloat16 {1 - p_bf16:.2e}, mixed {1 - p_mixed:.2e}, float32 {1 - p_f32:.2e}")
+    assert 1 - p_mixed < (1 - p_bf16) / 3 and p_f32 >= p_mixed
+    # a float32 computation below bfloat16's resolution near 1 (a router's 1 + small logits): lost in the default
+    lin = torch.nn.Linear(64, 8)
+    x = torch.randn(16, 64)
+    ref = (1.0 + lin(x) * 0.01) - 1.0
+    for storage, floor in (("mixed", 0.999), ("bfloat16", None)):
+        ttnn_eager.configure(float32_storage=storage)
+        d = torch.nn.Linear(64, 8)
+        d.load_state_dict(lin.state_dict())
+        d.to(DEV)
+        got = pcc(((1.0 + d(x.to(DEV)) * 0.01) - 1.0).cpu(), ref)
+        assert got >= floor if floor else got < 0.99, (storage, got)

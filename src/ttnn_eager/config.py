@@ -3,6 +3,9 @@
     strict                TTNN_EAGER_STRICT=1: an aten op with no lowering raises instead of running on the CPU
     float32_storage       "bfloat16" (default) stores torch.float32 tensors as bfloat16 on the device, like a
                           TF32 switch: the torch-visible dtype stays float32. "float32" keeps them exact.
+                          "mixed": module parameters (nn.Parameter) as bfloat16, every other float32 tensor
+                          and every computed value as float32 -- the weights take their bfloat16 bytes, the
+                          activations keep float32's precision (docs/numerics.md)
     weight_dtype          "bfloat16" (default) or "bfloat8_b": the device dtype of matmul weights.
     math_fidelity         None (default: each op's choice in layout.COMPUTE) or "LoFi", "HiFi2", "HiFi3",
                           "HiFi4" for every op that takes a compute-kernel config (TTNN_EAGER_MATH_FIDELITY)
@@ -25,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-_FLOAT32_STORAGE = ("bfloat16", "float32")
+_FLOAT32_STORAGE = ("bfloat16", "float32", "mixed")
 _WEIGHT_DTYPES = ("bfloat16", "bfloat8_b")
 FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")  # ttnn.MathFidelity, fewest phases first
 _SHADOW_NUMERICS = ("hardware", "exact")

@@ -470,6 +470,9 @@ def _invoke(entry, func, args, kwargs, hargs, hkwargs):
         return fallback(func, args, kwargs, reason=str(unfit))
     if entry.aliases:
         return _finish(entry, func, result, args, kwargs, hargs, hkwargs)
+    if config.settings["float32_storage"] == "mixed" and not (func in _CROSS_DEVICE and hargs
+                                                              and type(hargs[0]) is not api.Handle):
+        result = layout.widened(result)  # (an upload keeps the storage policy's choice: bfloat16 parameters)
     return _wrap(result)
 
 

@@ -17,7 +17,12 @@ host into a staged tensor (load_state_dict) stays staged.
 
 Storage (at upload, `storage_for`):
     torch.float32    bfloat16 TILE   (float32 with configure(float32_storage="float32"); the torch dtype
-                                      PyTorch sees stays float32, like a TF32 switch)
+                                      PyTorch sees stays float32, like a TF32 switch. With "mixed": an
+                                      uploaded nn.Parameter bfloat16, everything else float32, and an op's
+                                      float32 result made of parameters alone -- an embedding lookup -- is
+                                      widened to float32 (`widened`, by the dispatcher), so activations are
+                                      float32 while weights keep their bfloat16 bytes; so do the forms made
+                                      of parameters: packs, conv2d's prepared weights (parameter_storage))
     torch.bfloat16   bfloat16 TILE
     torch.float16    bfloat16 TILE   (TT-NN has no float16)
     torch.bool       bfloat16 TILE   (0.0 / 1.0; comparisons on the device produce the same)
@@ -199,7 +204,7 @@ def compute_config(kind: str, index: int):
 
 
 def float_device_dtype():
-    return api.FLOAT32 if config.settings["float32_storage"] == "float32" else api.BFLOAT16
+    return api.BFLOAT16 if config.settings["float32_storage"] == "bfloat16" else api.FLOAT32
 
 
 def check_dtype(dtype: torch.dtype) -> None:
@@ -345,6 +350,9 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
+    elif tt_dtype == api.FLOAT32 and value.dtype == torch.float32 and isinstance(value, torch.nn.Parameter) \
+            and config.settings["float32_storage"] == "mixed":
+        tt_dtype = api.BFLOAT16
     kernel = value.numel() > 0 and is_kernel_weight(value)
     if value.numel() == 0 or kernel:
         layout = api.ROW_MAJOR
@@ -513,6 +521,28 @@ def table_parts(h: api.Handle) -> list:
         parts.append(part)
     _TABLE_PARTS[h] = (h.tt, parts)
     return parts
+
+
+def widened(result):
+    """float32_storage="mixed": an op's float32 result computed from bfloat16-stored parameters alone (an
+    embedding lookup, `1 + weight`) stored as float32 like every other float32 value (a list or tuple of
+    results: each)."""
+    if type(result) is api.Handle:
+        if result.dtype == torch.float32 and result.tt is not None and result.tt_dtype == api.BFLOAT16:
+            return _typecast(ensure(result, TILE), api.FLOAT32)
+        return result
+    if type(result) in (list, tuple):
+        return type(result)(widened(r) for r in result)
+    return result
+
+
+def parameter_storage(dtype: torch.dtype, otherwise=None):
+    """The device dtype of a form made from parameters of torch dtype `dtype` (a pack's blocks: folded batch
+    norms, tap kernels; conv2d's prepared weights): bfloat16 for float32 under float32_storage="mixed" (the
+    parameters' own storage), else `otherwise` (default: storage_for's)."""
+    if dtype == torch.float32 and config.settings["float32_storage"] == "mixed":
+        return api.BFLOAT16
+    return otherwise if otherwise is not None else storage_for(dtype)[0]
 
 
 def to_float32(h: api.Handle) -> api.Handle:
@@ -716,7 +746,7 @@ def pack(value: torch.Tensor, index: int, dtype: torch.dtype) -> tuple:
     value = value.detach().float().reshape(value.shape[0], -1)
     rows, cols = value.shape
     width = max(api.TILE_SIZE, _whole_tiles(cols))
-    tt_dtype = storage_for(dtype)[0]
+    tt_dtype = parameter_storage(dtype)
     key = (index, tt_dtype, width)
     p = _OPEN_PACKS.get(key)
     place = None
@@ -831,7 +861,7 @@ def packed(h: api.Handle, key: tuple, block, dtype: torch.dtype | None = None) -
     def make(s):
         value = block(api.host_value(s).float())
         if api.recording is not None:
-            return api.upload(value.contiguous(), storage_for(dtype)[0], api.TILE, s.index, dtype=dtype)
+            return api.upload(value.contiguous(), parameter_storage(dtype), api.TILE, s.index, dtype=dtype)
         return pack(value, s.index, dtype)
     form = prepared(h, key, make)
     return form if type(form) is api.Handle else unpack(form)

@@ -17,7 +17,7 @@
     ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
     ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
     ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static]
-                    [--mode greedy|sample|beam] [--float32-storage bfloat16|float32] [--strict] [--json]
+                    [--mode greedy|sample|beam] [--float32-storage bfloat16|float32|mixed] [--strict] [--json]
     ttnn-eager docs [--check] [--models] [--zoo]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or
                     check them); --models: docs/models.md, the Hugging Face family matrix (measured); --zoo:
                     docs/zoo.md from docs/zoo.json (and docs/zoo_vision.json)
@@ -391,7 +391,7 @@ def main(argv=None) -> int:
     p.add_argument("--cache", choices=("dynamic", "static"), default="dynamic")
     p.add_argument("--mode", choices=("greedy", "sample", "beam"), default="greedy",
                    help="sample: top_k 20, top_p 0.9, temperature 0.8, seeded; beam: 3 beams")
-    p.add_argument("--float32-storage", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--float32-storage", choices=("bfloat16", "float32", "mixed"), default="bfloat16")
     p.add_argument("--strict", action="store_true", help="refuse the CPU fallback")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
