@@ -432,3 +432,24 @@ def test_repair_gives_a_head_room_for_a_rotary_floor():
     for sub in (c.text_config, c.speech_config):
         assert (sub.projection_dim, sub.num_attention_heads) == (64, 2)
         assert max(sub.projection_dim // (sub.num_attention_heads * 2), 32) <= sub.hidden_size // sub.num_attention_heads
+
+
+def test_the_cpu_in_bfloat16_stands_in_for_the_device(tmp_path):
+    """`ttnn-eager zoo --bfloat16-cpu`: the same entries with the CPU in bfloat16 where ttnn:0 stands (no
+    device op), classified alike; docs/zoo.md then says what bfloat16 arithmetic alone allows against the
+    device's classes."""
+    import ttnn_eager
+    path = str(tmp_path / "cpu.json")
+    names = [f"file:{FAKES}:tiny", f"file:{FAKES}:rounded_length"]
+    ttnn_eager.reset_stats()
+    r = zoo.run_one(names[1], bfloat16_cpu=True)
+    assert ttnn_eager.stats()["ttnn_ops"] == 0
+    assert r["status"] == "ran" and zoo.classify(r) == "shape/dtype differs", r  # 8.0186 frames are 8.0 in bf16
+    cpu = zoo.sweep(names, path, timeout=60, recycle=0, bfloat16_cpu=True)
+    assert cpu["meta"]["reference"] == "the CPU in bfloat16"
+    assert cpu["results"][names[0]]["class_"] == "clean" and cpu["results"][names[1]]["class_"] == "shape/dtype differs"
+    device = {"results": {n: {"name": n, "status": "ran", "pearson": 1.0, "same_shapes_dtypes": True,
+                              "fallbacks": {}} for n in names}}
+    md = zoo.zoo_md(device, None, cpu)
+    assert "of the 2 types that run, 1 are clean (50.0%; `ttnn:0`: 2)" in md, md
+    assert f"Clean on `ttnn:0` but not on the CPU in bfloat16 (1): {names[1]}" in md

@@ -1496,12 +1496,14 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {(lines or [''])[0][:300]}"
 
 
-def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
+def run_one(name: str, device: str = "ttnn:0", seed: int = 0, bfloat16_cpu: bool = False) -> dict:
     """One entry, measured: build (a failure: "cpu fails"), the CPU forward (a failure: "cpu fails"), the
     device forward (a failure: "error"); a low Pearson or a shape that differs: explain_accuracy's figures
     (with CPU fallbacks too). A transformers model whose plain shrunk config fails to build or
     to run on the CPU is tried again with shrink's repair rules (then "repaired": true; a failure of both is
-    the repaired one's error). Never raises."""
+    the repaired one's error). bfloat16_cpu: the CPU in bfloat16 (cpu_bfloat16) stands where the device
+    would, so the same classes say what bfloat16 arithmetic alone allows (`ttnn-eager zoo --bfloat16-cpu`).
+    Never raises."""
     import gc
     import warnings
     t0 = time.perf_counter()
@@ -1535,6 +1537,15 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0) -> dict:
                     if repair or not repairable:
                         rec.update(status="cpu fails", error=_error_text(e))
                         return rec
+            if bfloat16_cpu:
+                r = cpu_bfloat16(name, inputs, seed, rec.get("repaired", False))
+                if "cpu_bfloat16_error" in r:
+                    rec.update(status="error", error=r["cpu_bfloat16_error"])
+                else:
+                    rec.update(status="ran", pearson=r["cpu_bfloat16_pearson"], fallbacks={},
+                               same_shapes_dtypes=r["shapes_cpu_bfloat16"],
+                               mismatches=r.get("cpu_bfloat16_mismatches", []))
+                return rec
             try:
                 rec.update(compare(model, inputs, device))
                 rec["status"] = "ran"
@@ -1568,6 +1579,14 @@ def explain_accuracy(name: str, inputs: dict, device: str, seed: int, repair: bo
         out["pearson_float32_storage_error"] = _error_text(e)
     finally:
         config.configure(**previous)
+    return {**out, **cpu_bfloat16(name, inputs, seed, repair)}
+
+
+def cpu_bfloat16(name: str, inputs: dict, seed: int = 0, repair: bool = False) -> dict:
+    """The CPU itself in bfloat16 (`model.to(torch.bfloat16)`, floating inputs too) against its float32: how
+    much bfloat16 arithmetic alone costs this model (`shapes_cpu_bfloat16` false: its outputs have other
+    shapes, which its Pearson leaves out; `cpu_bfloat16_error`: the model's code does not run in bfloat16)."""
+    out = {}
     try:
         model = build(name, seed, repair)[0]
         rng = torch.random.get_rng_state()  # (one generator state for both forwards, as compare's)
@@ -1655,12 +1674,12 @@ class Worker:
     """A `python -m ttnn_eager.tools.zoo --worker` subprocess: entry names on its stdin, one JSON line each on
     its stdout, its stderr in a temporary file (the crash's last words)."""
 
-    def __init__(self, nice: int = 0):
+    def __init__(self, nice: int = 0, bfloat16_cpu: bool = False):
         self.log = tempfile.NamedTemporaryFile("w+b", prefix="zoo-worker-", suffix=".log", delete=False)
         env = dict(os.environ)
         src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-        cmd = [sys.executable, "-m", "ttnn_eager.tools.zoo", "--worker"]
+        cmd = [sys.executable, "-m", "ttnn_eager.tools.zoo", "--worker"] + (["--bfloat16-cpu"] if bfloat16_cpu else [])
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=env, start_new_session=True,
                                      preexec_fn=(lambda: os.nice(nice)) if nice else None)
@@ -1766,17 +1785,19 @@ def save(data: dict, path: str) -> None:
 
 
 def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = False, recycle: int = 20,
-          nice: int = 0, source: str = "transformers", log=None, redo_classes=()) -> dict:
+          nice: int = 0, source: str = "transformers", log=None, redo_classes=(), bfloat16_cpu: bool = False) -> dict:
     """Run `names` through a worker subprocess, one after another; a crash or a timeout is that entry's
     result and the worker restarts. With `path`, results already there are kept (resume) and the JSON is
     rewritten after every entry (`redo_classes`: those of these classes measured at another commit are
-    measured again). The worker is also restarted every `recycle` entries (0: never)."""
+    measured again). The worker is also restarted every `recycle` entries (0: never). bfloat16_cpu: the
+    CPU in bfloat16 instead of the device (run_one)."""
     import torch as _torch
     data = load(path)
     results = data.setdefault("results", {})
     meta = data.setdefault("meta", {})
     commit = _commit()
     meta.update(source=source, timeout_s=timeout, recycle=recycle, shrink=SHRINK,
+                reference="the CPU in bfloat16" if bfloat16_cpu else "ttnn:0",
                 inputs=f"({BATCH}, {SEQ}) ids, row 2's last {MASKED} masked", torch=_torch.__version__)
     try:
         import transformers
@@ -1794,7 +1815,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
             if worker is None or (recycle and worker.served >= recycle):
                 if worker is not None:
                     worker.stop()
-                worker = Worker(nice)
+                worker = Worker(nice, bfloat16_cpu)
             answer = worker.ask(name, timeout)
             if isinstance(answer, tuple):
                 kind, detail = answer
@@ -1819,7 +1840,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
     return data
 
 
-def worker_main() -> int:
+def worker_main(bfloat16_cpu: bool = False) -> int:
     """The worker loop: entry names on stdin, JSON results on the original stdout (fd 1 then points to
     stderr, so that what models print cannot break the protocol)."""
     import warnings
@@ -1836,7 +1857,7 @@ def worker_main() -> int:
         name = line.strip()
         if not name:
             continue
-        r = run_one(name)
+        r = run_one(name, bfloat16_cpu=bfloat16_cpu)
         out.write(json.dumps(r, default=str) + "\n")
         out.flush()
     return 0
@@ -2128,7 +2149,33 @@ def _section(title: str, data: dict, source: str) -> list:
     return out
 
 
-def zoo_md(data: dict, vision: dict | None = None) -> str:
+def bfloat16_cpu_md(data: dict, cpu: dict) -> list:
+    """The paragraph that compares ttnn:0 with the CPU in bfloat16 on the same entries (`--bfloat16-cpu`)."""
+    dev, ref = data.get("results", {}), cpu.get("results", {})
+    both = [n for n in dev if dev[n].get("status") == "ran" and n in ref]
+    if not both:
+        return []
+    cls = {n: ref[n].get("class_") or classify(ref[n]) for n in both}
+    clean_dev = {n for n in both if (dev[n].get("class_") or classify(dev[n])) == "clean"}
+    clean_cpu = {n for n in both if cls[n] == "clean"}
+    counts = collections.Counter(cls.values())
+    either = len(clean_dev | clean_cpu)
+
+    def names(s):
+        return ", ".join(sorted(s)) or "none"
+    return [f"\n**The CPU in bfloat16 on the same entries** (`ttnn-eager zoo --bfloat16-cpu`, "
+            f"docs/zoo_bfloat16_cpu.json: `model.to(torch.bfloat16)` and its floating inputs on the CPU where "
+            f"`ttnn:0` stands above, against the same float32 forward): of the {len(both)} types that run, "
+            f"{counts['clean']} are clean ({100 * counts['clean'] / len(both):.1f}%; `ttnn:0`: {len(clean_dev)}), "
+            f"{counts['low accuracy']} low accuracy, {counts['shape/dtype differs']} shape/dtype differs, "
+            f"{counts['error']} do not run in bfloat16 (their code mixes dtypes). Clean on either: {either} "
+            f"({100 * either / len(both):.1f}%): bfloat16 arithmetic done as well as by either leaves the rest "
+            f"below Pearson 0.999. Clean on the CPU in bfloat16 but not on `ttnn:0` "
+            f"({len(clean_cpu - clean_dev)}): {names(clean_cpu - clean_dev)}. Clean on `ttnn:0` but not on the "
+            f"CPU in bfloat16 ({len(clean_dev - clean_cpu)}): {names(clean_dev - clean_cpu)}.\n"]
+
+
+def zoo_md(data: dict, vision: dict | None = None, bfloat16_cpu: dict | None = None) -> str:
     s = SHRINK
     out = ["<!-- generated by `ttnn-eager zoo --docs` / `ttnn-eager docs --zoo` (src/ttnn_eager/tools/zoo.py) "
            "from docs/zoo.json (and docs/zoo_vision.json); do not edit by hand -->\n\n",
@@ -2149,6 +2196,7 @@ def zoo_md(data: dict, vision: dict | None = None) -> str:
            "Reproduce: `ttnn-eager zoo [--vision] [--only a,b] [--timeout S] [--docs]` (resumes from the JSON; "
            "`--redo` measures again).\n\n"]
     out += _section("transformers", data, "transformers")
+    out += bfloat16_cpu_md(data, bfloat16_cpu or {})
     if vision and vision.get("results"):
         out.append("\n")
         out += _section("torchvision (classification 2x3x96x96, ViT/Swin/MaxViT 224; video 2x3x8x112x112; "
@@ -2162,16 +2210,18 @@ DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirn
                     "docs")
 JSON = os.path.join(DOCS, "zoo.json")
 VISION_JSON = os.path.join(DOCS, "zoo_vision.json")
+BFLOAT16_CPU_JSON = os.path.join(DOCS, "zoo_bfloat16_cpu.json")  # `ttnn-eager zoo --bfloat16-cpu`
 
 
-def write_doc(path: str | None = None, json_path: str = JSON, vision_path: str = VISION_JSON) -> str:
-    text = zoo_md(load(json_path), load(vision_path))
+def write_doc(path: str | None = None, json_path: str = JSON, vision_path: str = VISION_JSON,
+              bfloat16_cpu_path: str = BFLOAT16_CPU_JSON) -> str:
+    text = zoo_md(load(json_path), load(vision_path), load(bfloat16_cpu_path))
     with open(path or os.path.join(DOCS, "zoo.md"), "w") as f:
         f.write(text)
     return text
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        sys.exit(worker_main())
+    if sys.argv[1:2] == ["--worker"] and sys.argv[2:] in ([], ["--bfloat16-cpu"]):
+        sys.exit(worker_main(bfloat16_cpu=sys.argv[2:] == ["--bfloat16-cpu"]))
     sys.exit("usage: ttnn-eager zoo (this module's own entry point is the worker: --worker)")
