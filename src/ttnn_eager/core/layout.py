@@ -350,9 +350,8 @@ def to_device(value: torch.Tensor, index: int, into: api.Handle | None = None) -
     tt_dtype, layout = storage_for(value.dtype, bounds is not None and bounds[0] >= 0)
     if config.settings["weight_dtype"] == "bfloat8_b" and is_matmul_weight(value):
         tt_dtype = api.BFLOAT8_B
-    elif tt_dtype == api.FLOAT32 and value.dtype == torch.float32 and isinstance(value, torch.nn.Parameter) \
-            and config.settings["float32_storage"] == "mixed":
-        tt_dtype = api.BFLOAT16
+    elif isinstance(value, torch.nn.Parameter):  # (float32_storage="mixed": bfloat16)
+        tt_dtype = parameter_storage(value.dtype, tt_dtype)
     kernel = value.numel() > 0 and is_kernel_weight(value)
     if value.numel() == 0 or kernel:
         layout = api.ROW_MAJOR
@@ -529,7 +528,7 @@ def widened(result):
     results: each)."""
     if type(result) is api.Handle:
         if result.dtype == torch.float32 and result.tt is not None and result.tt_dtype == api.BFLOAT16:
-            return _typecast(ensure(result, TILE), api.FLOAT32)
+            return to_float32(result)
         return result
     if type(result) in (list, tuple):
         return type(result)(widened(r) for r in result)
@@ -537,9 +536,9 @@ def widened(result):
 
 
 def parameter_storage(dtype: torch.dtype, otherwise=None):
-    """The device dtype of a form made from parameters of torch dtype `dtype` (a pack's blocks: folded batch
-    norms, tap kernels; conv2d's prepared weights): bfloat16 for float32 under float32_storage="mixed" (the
-    parameters' own storage), else `otherwise` (default: storage_for's)."""
+    """The device dtype of a parameter of torch dtype `dtype` and of the forms made from parameters (a pack's
+    blocks: folded batch norms, tap kernels; conv2d's prepared weights): bfloat16 for float32 under
+    float32_storage="mixed", else `otherwise` (default: storage_for's)."""
     if dtype == torch.float32 and config.settings["float32_storage"] == "mixed":
         return api.BFLOAT16
     return otherwise if otherwise is not None else storage_for(dtype)[0]

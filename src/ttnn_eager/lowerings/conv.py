@@ -142,9 +142,7 @@ def _config(input_dtype):
     """One Conv2dConfig for prepare_conv_weights/_bias and conv2d (they must agree): the weights in the
     activations' dtype (prepare_conv_bias needs it stated) -- bfloat16 beside float32 activations under
     float32_storage="mixed", the parameters' own storage -- TT-NN's defaults otherwise."""
-    if input_dtype == api.FLOAT32:
-        return api.enum("Conv2dConfig")(weights_dtype=policy.parameter_storage(torch.float32, input_dtype))
-    return api.enum("Conv2dConfig")(weights_dtype=input_dtype)
+    return api.enum("Conv2dConfig")(weights_dtype=policy.parameter_storage(torch.float32, input_dtype))
 
 
 def _check(x, weight, groups, transposed, dilation):

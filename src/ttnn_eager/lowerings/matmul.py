@@ -58,14 +58,12 @@ def _exact_integer_product(a, b, bias) -> None:
     """An integer matmul runs on the matrix engine as float32 (numerics.py): exact when every operand is within
     INTEGER_OPERAND_MAX in magnitude and every partial sum below 2**24 (inner size x |a| x |b| + |bias|), from
     known bounds or one read of the extremes. Else Unfit: the CPU's exact int64 product."""
-    from .reduction import value_range
+    from .reduction import largest_magnitude
     if not a.shape.numel() or not b.shape.numel():
         return
-    largest_a, largest_b = (builtins.max(-lo, hi) for lo, hi in (value_range(a), value_range(b)))
-    largest_bias = 0
-    if bias is not None and bias.shape.numel() and not bias.dtype.is_floating_point:
-        lo, hi = value_range(bias)
-        largest_bias = builtins.max(-lo, hi)
+    largest_a, largest_b = largest_magnitude(a), largest_magnitude(b)
+    largest_bias = largest_magnitude(bias) if bias is not None and bias.shape.numel() and \
+        not bias.dtype.is_floating_point else 0
     k = a.shape[-1]
     if builtins.max(largest_a, largest_b) > INTEGER_OPERAND_MAX or \
             k * largest_a * largest_b + largest_bias >= EXACT_FLOAT32:

@@ -36,6 +36,12 @@ def value_range(x, exact: bool = False) -> tuple[int, int]:
         int(api.download(_reduce("max", x, None, False)).item())
 
 
+def largest_magnitude(x) -> int:
+    """The largest |value| of an integer tensor (value_range: its bounds, or one read of its extremes)."""
+    lo, hi = value_range(x)
+    return builtins.max(-lo, hi)
+
+
 def _reduce(op: str, x, d, keepdim, out_dtype=None):
     dims = _dims(x, d)
     if not x.shape:  # a 0-d tensor: its reduction is its value
@@ -133,8 +139,7 @@ def _exact_integer_sum(x, d) -> None:
         info = torch.iinfo(x.dtype)
         largest = builtins.max(-info.min, info.max)
         if terms * largest >= EXACT_FLOAT32 and terms:
-            lo, hi = value_range(x)
-            largest = builtins.max(-lo, hi)
+            largest = largest_magnitude(x)
     if terms * largest >= EXACT_FLOAT32:
         raise Unfit(f"a sum of {terms} {x.dtype} terms up to {largest} in magnitude (the device accumulates in "
                     f"float32: exact below 2**24)")

@@ -232,7 +232,8 @@ def run_sample(op, sample, storage: str | None = None) -> tuple:
         ref_error = None
     except Exception as e:  # noqa: BLE001 - PyTorch's exception is the specification
         ref, ref_error = None, e
-    previous = config.configure(float32_storage="float32" if exact else storage) if exact or storage else None
+    setting = "float32" if exact else storage
+    previous = config.configure(float32_storage=setting) if setting else None
     fallbacks = counters.counts["fallbacks"]
     try:
         moved = sample.transform(_to_device)
