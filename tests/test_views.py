@@ -436,3 +436,25 @@ def test_permute_to_tiny_trailing_dims_runs_row_major():
     out = torch.einsum("bclhn,bcshn->bclsh", c.to(DEV), b.to(DEV)).cpu()
     assert out.shape == ref.shape
     assert torch.corrcoef(torch.stack([out.flatten(), ref.flatten()]))[0, 1] > 0.9999
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_long_one_dimensional_buffers_slice_and_write_without_a_tt_fatal(dtype):
+    """A flat buffer whose one row is longer than a core's L1 holds (DDP's gradient bucket of a default-vocabulary
+    BERT: 1.95M elements): ttnn.slice / ttnn.concat of it stop in a TT_FATAL, so the lowerings refuse it before
+    the call (layout.row_fits) and the cut, the join and the write through a view take the CPU route -- exact."""
+    from ttnn_eager.core import layout
+    n = 1_953_408 + 130
+    assert not layout.row_fits([n], ttnn_eager.device.api.BFLOAT16) and layout.row_fits([4096], ttnn_eager.device.api.FLOAT32)
+    x = (torch.arange(n) % 256).to(dtype)
+    d = x.to("ttnn:0")
+    assert torch.equal(d[1000:1_953_408].cpu(), x[1000:1_953_408])
+    assert torch.equal(torch.cat([d, d[:7]]).cpu(), torch.cat([x, x[:7]]))
+    d[5:1_900_005] = 3  # a write through a view of the flat buffer reaches the base
+    x[5:1_900_005] = 3
+    assert torch.equal(d.cpu(), x)
+    run = d.as_strided((1000, 64), (64, 1), 130)  # DDP's views into its bucket: a contiguous run
+    run.mul_(2)
+    x.as_strided((1000, 64), (64, 1), 130).mul_(2)
+    assert torch.equal(d.cpu(), x)
+    assert torch.equal(d[:1000].cpu(), x[:1000])  # short cuts of it still run on the device

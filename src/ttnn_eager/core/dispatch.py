@@ -928,10 +928,14 @@ def _run(base: api.Handle, size: tuple, offset: int) -> api.Handle:
 
 
 def _run_inverse(base: api.Handle, value: api.Handle, size: tuple, offset: int, pos=None) -> api.Handle:
-    """base with the run _run(base, size, offset) replaced by value (the slice_scatter lowering)."""
+    """base with the run _run(base, size, offset) replaced by value (the slice_scatter lowering; the host route,
+    counted, when the lowering refuses: a flat buffer of rows longer than a core's L1 holds)."""
     view, put = BY_ID[id(aten.view.default)].fn, BY_ID[id(aten.slice_scatter.default)].fn
     n = math.prod(size)
-    flat = put(view(base, [base.shape.numel()]), view(value, [n]), 0, offset, offset + n)
+    try:
+        flat = put(view(base, [base.shape.numel()]), view(value, [n]), 0, offset, offset + n)
+    except Unfit:
+        return _strided_inverse(base, value, base.dtype, size, _tensor.contiguous_strides(tuple(size)), offset)
     return view(flat, list(base.shape))
 
 

@@ -622,6 +622,21 @@ def scatter_index_layout(index: api.Handle, d: int, base_layout):
     return base_layout
 
 
+# A ROW_MAJOR page is one row of the last dimension, and TT-NN's data-movement kernels hold whole pages in one
+# core's L1: ttnn.slice keeps two rows (slice_program_factory_rm.cpp: 2 * row bytes <= the core's L1 budget, about
+# 1.3 MiB on a Wormhole core), ttnn.concat one page of its output per core (concat_program_factory.cpp:
+# single_page_size <= l1_capacity). Measured on ttnn 0.81.1 (mock n150): slices and concats of rows of 680 KiB run,
+# rows of 1 MiB stop in those TT_FATALs -- a 1-D buffer of 500k bfloat16 elements (DDP's flat gradient bucket,
+# a default-vocabulary embedding flattened). Rows longer than this are refused before ttnn is called (Unfit).
+ROW_BYTES_MAX = 512 << 10
+
+
+def row_fits(shape, tt_dtype) -> bool:
+    """Whether one row (the last dimension) of a tensor of `shape` in `tt_dtype` fits the pages TT-NN's slice and
+    concat kernels hold in a core's L1 (ROW_BYTES_MAX); a 0-d tensor is one element."""
+    return api.buffer_bytes(list(shape)[-1:] or [1], tt_dtype, api.ROW_MAJOR) <= ROW_BYTES_MAX
+
+
 PERMUTE_ROW_MAJOR_MIN_SAVING = 16 << 20  # bytes: a permute result padded by less stays TILE (no conversions)
 _ROW_MAJOR_TT = (api.BFLOAT16, api.FLOAT32, api.INT32, api.UINT32)
 

@@ -173,9 +173,24 @@ def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle
     shape[d] = (end - start + step - 1) // step
     if 0 in shape or x.tt is None:
         return _without_data(x, shape)
+    _refuse_long_rows("slice", [x], d)
     begins, ends, steps = [0] * n, list(x.shape), [1] * n
     begins[d], ends[d], steps[d] = start, end, step
     return same_values(api.run("slice", x, begins, ends, steps), x, every_value=False)
+
+
+def _refuse_long_rows(op: str, parts: list, d: int, out_shape=None) -> None:
+    """Unfit when ttnn.<op> would hold a row longer than a core's L1 allows (layout.row_fits): a cut or join
+    along the last dimension (ttnn works on rows then) or of ROW_MAJOR tensors, whose input or output row
+    (`out_shape`) is too long -- a long 1-D buffer, such as DDP's flat gradient bucket, takes the CPU route."""
+    rank = len(parts[0].shape)
+    if d != rank - 1 and all(p.layout != api.ROW_MAJOR for p in parts):
+        return
+    shapes = [p.shape for p in parts] + ([out_shape] if out_shape is not None else [])
+    for shape in shapes:
+        if not policy.row_fits(shape, parts[0].tt_dtype):
+            raise Unfit(f"ttnn.{op} of rows of {shape[-1] if len(shape) else 1} elements: longer than a core's "
+                        f"L1 holds ({policy.ROW_BYTES_MAX >> 10} KiB a row)")
 
 
 @lowering(aten.slice.Tensor, ttnn=["slice"], needs=ANY)
@@ -209,6 +224,7 @@ def cat(tensors, d=0):
         return policy.to_device(torch.empty(meta.shape, dtype=meta.dtype), tensors[0].index)
     if len(parts) == 1:
         return policy.retag(share(parts[0]), meta.dtype)
+    _refuse_long_rows("concat", parts, dim(d, len(meta.shape)), meta.shape)
     return api.run("concat", parts, dim=dim(d, len(meta.shape)), out_dtype=meta.dtype)
 
 
@@ -439,6 +455,7 @@ def slice_scatter_handle(base: api.Handle, value: api.Handle, d: int, start=None
     if length == base.shape[d]:
         return value
     if step == 1:  # the part before, the value, the part after
+        _refuse_long_rows("concat", [base, value], d, base.shape)
         parts = [p for p in (slice_handle(base, d, 0, start), value, slice_handle(base, d, end, None)) if p.shape[d]]
         return api.run("concat", parts, dim=d, out_dtype=base.dtype)
     where = torch.arange(start, end, step).reshape([length if i == d else 1 for i in range(n)]).expand(expected)
