@@ -85,7 +85,7 @@ import math
 import torch
 
 from ..core import layout as policy
-from ..core.layout import STAGED, TILE_FLOAT
+from ..core.layout import STAGED, TILE_FLOAT, TILE_FLOAT_CL
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import batch_chunks
@@ -234,10 +234,16 @@ def _pointwise_matmul(x, weight, bias):
     module docstring); NCHW in and out (a 1x1 image, squeeze-excitation's, needs no permute)."""
     n, c, h, w = x.shape
     o = weight.shape[0]
-    pixels = reshape(x, (n, c)) if h * w == 1 else reshape(permute_handle(x, (0, 2, 3, 1)), (n * h * w, c))
     kernel, transpose_b = policy.pack_matrix(weight)
-    out = matmul_handles(pixels, kernel, transpose_b, None if bias is None else policy.pack_row(bias))
-    return reshape(out, (n, o, 1, 1)) if h * w == 1 else permute_handle(reshape(out, (n, h, w, o)), (0, 3, 1, 2))
+    row = None if bias is None else policy.pack_row(bias)
+    if h * w > 1:  # the pixels [1, 1, N*H*W, C] channels-last; so is the result (layout.py)
+        return policy.channels_last(matmul_handles(policy.nhwc(x), kernel, transpose_b, row), (n, o, h, w))
+    return reshape(matmul_handles(reshape(x, (n, c)), kernel, transpose_b, row), (n, o, 1, 1))
+
+
+def _resident(x) -> bool:
+    """x (a 4-d image on the device) is stored channels-last (layout.py: channels-last residency)."""
+    return x.tt is not None and len(x.shape) == 4 and policy.is_channels_last(x)
 
 
 def _grouped_pointwise(x, weight, bias, groups: int):
@@ -317,7 +323,7 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 
 @lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat",
                                          "mul", "sum", "add", "linear", "matmul"],
-          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
+          needs={"input": TILE_FLOAT_CL, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise and narrow grouped ones (groups of fewer than 32 channels) as a "
                 "sum of shifted windows times a packed kernel (full, slice, concat, mul, sum); small 1x1 ones as "
@@ -330,6 +336,8 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3
+    if _resident(x) and not _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups):
+        policy.to_nchw(x)  # (the routes below that permute NCHW themselves)
     if one_d:  # conv1d: [N, C, L] as [N, C, 1, L]
         x = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
         stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
@@ -369,6 +377,8 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     width = ow  # the output's width: TT-NN's (narrow: widened, then cropped back below)
     if not transposed and not _pointwise((kh, kw), stride, padding) and ow < MIN_OUTPUT_WIDTH:
         width = MIN_OUTPUT_WIDTH
+        if _resident(x):
+            policy.to_nchw(x)
         x = constant_pad_nd(x, (0, (width - ow) * stride[1], 0, 0))  # zero columns after the last window
         n, c, h, w = x.shape
     spec = dict(in_channels=c, out_channels=out_channels, batch_size=n, input_height=h, input_width=w,
@@ -378,10 +388,13 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
     extra = {"mirror_kernel": True} if transposed else {}
     rows = []
-    for b0, b1 in _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype):
+    batches = _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype)
+    if len(batches) > 1 and _resident(x):
+        policy.to_nchw(x)  # (sliced by images below)
+    for b0, b1 in batches:
         part_x = x if b1 - b0 == n else slice_handle(x, 0, b0, b1)
         nb = b1 - b0
-        flat = reshape(permute_handle(part_x, (0, 2, 3, 1)), (1, 1, nb * h * w, c))
+        flat = policy.nhwc(part_x)
         outs = []
         for first, end in chunks:  # (one chunk: the whole convolution)
             part, part_spec, part_flat = None, dict(spec, batch_size=nb), flat
@@ -396,6 +409,8 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
             out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
                           bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
                           conv_config=_config(x.tt_dtype), **part_spec, **extra)
+            if len(batches) == 1 and len(chunks) == 1 and width == ow and not one_d:
+                return policy.channels_last(out, (n, out_channels, oh, ow))  # stays channels-last (layout.py)
             outs.append(reshape(out, (nb, oh, width, part_spec["out_channels"])))
         rows.append(outs[0] if len(outs) == 1 else cat(outs, 3))
     out = permute_handle(rows[0] if len(rows) == 1 else cat(rows, 0), (0, 3, 1, 2))
@@ -446,6 +461,25 @@ def _batches(n, c, o, kernel, stride, padding, dilation, tt_dtype) -> list:
     extent = math.prod(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
     per_image = (c + o / 8) * (4 if tt_dtype == api.FLOAT32 else 2) * max(1.0, extent / 9) * max(stride)
     return batch_chunks(n, max(1, int(_BATCH_BYTES // per_image)))
+
+
+def _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups) -> bool:
+    """Whether the route this convolution takes reads a channels-last input as it is: TT-NN conv2d's own
+    (conv2d of one group or in chunks of groups, conv_transpose2d without groups or dilation: layout.nhwc) and
+    the pointwise matmul of packed kernels; not the taps (depthwise, narrow groups), the grouped pointwise
+    matmul (NCHW), the spread transposed convolutions nor conv1d."""
+    if len(weight.shape) != 4:
+        return False
+    if transposed:
+        return groups == 1 and all(d == 1 for d in _pair(dilation, 2))
+    kernel = tuple(weight.shape[2:])
+    c = x.shape[1]
+    if groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, math.prod(kernel))):
+        return False
+    if groups > 1 and _pointwise(kernel, _pair(stride, 2), _pair(padding, 2)) and (c // groups) % 32 == 0 \
+            and weight.host is not None:
+        return False
+    return True
 
 
 def _pointwise(kernel, stride, padding) -> bool:
