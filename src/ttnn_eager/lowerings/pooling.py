@@ -194,6 +194,7 @@ def _in_batches(pool, x):
     if len(chunks) == 1:
         return pool(x)
     parts = [pool(slice_handle(x, 0, b0, b1)) for b0, b1 in chunks]
+    parts = [tuple(map(_plain, p)) if isinstance(p, tuple) else _plain(p) for p in parts]  # (NCHW, to concatenate)
     return tuple(cat(list(p), 0) for p in zip(*parts)) if isinstance(parts[0], tuple) else cat(parts, 0)
 
 
