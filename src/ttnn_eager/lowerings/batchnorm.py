@@ -70,8 +70,9 @@ def _fold(x, weight, bias, mean, var, eps, rows: bool = False):
             scale = torch.rsqrt(v + float(eps))
             scale = scale * w if w is not None else scale
             shift = b - m * scale if b is not None else -(m * scale)
-            if rows:
-                scale, shift = scale.reshape(1, -1), shift.reshape(1, -1)
+            if rows:  # rows of a wide pack (layout.ROWS_WIDTH)
+                return (policy.pack(scale.reshape(1, -1), x.index, x.dtype, policy.ROWS_WIDTH),
+                        policy.pack(shift.reshape(1, -1), x.index, x.dtype, policy.ROWS_WIDTH), refs, versions)
             return (policy.pack(scale, x.index, x.dtype), policy.pack(shift, x.index, x.dtype),
                     refs, versions)
         w, b, m, v = (None if p is None else policy.ensure(p, TILE_FLOAT) for p in parts)

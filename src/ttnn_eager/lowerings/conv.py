@@ -195,7 +195,10 @@ def _conv_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: 
     o = weight.shape[0]
     c_g, o_g = c // groups, o // groups
     kh, kw = kernel
-    if c_g == 1:
+    depthwise = c_g == 1 and o // groups == 1
+    if depthwise and _resident(x):  # channels-last already (layout.py): a reshape, no permute
+        nhwc = reshape(policy.flat(x), (n, h, w, c))
+    elif c_g == 1:
         nhwc = permute_handle(x, (0, 2, 3, 1))
     else:  # [N, G, c_g, H, W] -> [c_g, N, H, W, G]
         nhwc = reshape(permute_handle(reshape(x, (n, groups, c_g, h, w)), (2, 0, 3, 4, 1)), (c_g * n, h, w, groups))
@@ -215,6 +218,8 @@ def _conv_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: 
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
     if bias is not None:
         out = api.run("add", out, _row(bias, groups))
+    if depthwise:  # the result stays channels-last (layout.py)
+        return policy.channels_last(reshape(out, (1, 1, n * oh * ow, o)), (n, o, oh, ow))
     if o_g == 1:  # (j, g) order is (g, j) order
         return permute_handle(reshape(out, (n, oh, ow, o)), (0, 3, 1, 2))
     out = permute_handle(reshape(out, (n, oh, ow, o_g, groups)), (0, 4, 3, 1, 2))
@@ -246,6 +251,13 @@ def _one_d(out, n: int, o: int, length: int):
     if _resident(out):
         policy.to_nchw(out)
     return reshape(out, (n, o, length))
+
+
+def _nchw(x):
+    """x stored NCHW (a channels-last x made so, in place: layout.to_nchw)."""
+    if _resident(x):
+        policy.to_nchw(x)
+    return x
 
 
 def _resident(x) -> bool:
@@ -368,10 +380,12 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         stride, padding, transposed, transform = (1, 1), (0, 0), False, _as_conv_kernel(groups)
     elif not transposed and groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw)):
         per_image = kh * kw * (c // groups) * oh * ow * out_channels  # the windows' elements (TAPS_WINDOWS)
+        if len(batch_chunks(n, max(1, TAPS_WINDOWS // per_image))) > 1 and _resident(x):
+            policy.to_nchw(x)  # (sliced by images)
         parts = [_conv_taps(x if b1 - b0 == n else slice_handle(x, 0, b0, b1), weight, bias, (kh, kw), stride,
                             padding, dilation, oh, ow, groups=groups)
                  for b0, b1 in batch_chunks(n, max(1, TAPS_WINDOWS // per_image))]
-        out = parts[0] if len(parts) == 1 else cat(parts, 0)
+        out = parts[0] if len(parts) == 1 else cat([_nchw(p) for p in parts], 0)
         return _one_d(out, n, out_channels, ow) if one_d else out
     elif (not transposed and groups > 1 and _pointwise((kh, kw), stride, padding) and (c // groups) % 32 == 0
           and weight.host is not None):
@@ -481,7 +495,10 @@ def _takes_channels_last(x, weight, stride, padding, dilation, transposed, group
         return groups == 1 and all(d == 1 for d in _pair(dilation, 2))
     kernel = tuple(weight.shape[2:])
     c = x.shape[1]
-    if groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, math.prod(kernel))):
+    if groups > 1 and _depthwise(x, weight, groups):  # taps: one reshape in, one out (below: many images aside)
+        per_image = math.prod(kernel) * x.shape[2] * x.shape[3] * weight.shape[0]
+        return x.shape[0] <= max(1, TAPS_WINDOWS // per_image)
+    if groups > 1 and _grouped_taps(c // groups, math.prod(kernel)):
         return False
     if groups > 1 and _pointwise(kernel, _pair(stride, 2), _pair(padding, 2)) and (c // groups) % 32 == 0 \
             and weight.host is not None:

@@ -194,8 +194,10 @@ def pow(x, exponent):
     return api.run("pow", x, _scalar(exponent, x), out_dtype=dtype)
 
 
-@lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE,
-          notes="integers clamp in int32 (uint32 is refused by ttnn); float bounds make the result float")
+@lowering(aten.clamp.default, ttnn=["clamp"], needs=TILE_CL,
+          notes="integers clamp in int32 (uint32 is refused by ttnn); float bounds make the result float; "
+                "channels-last images stay so")
+@keeps_channels_last
 def clamp(x, min=None, max=None):
     dtype = x.dtype
     for bound in (min, max):

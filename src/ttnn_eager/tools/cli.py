@@ -12,7 +12,7 @@
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
     ttnn-eager report [--model NAME_OR_PATH] [--task base|masked-lm|sequence-classification|question-answering]
                     [--batch B] [--seq S] [--json] [--png PATH]
-    ttnn-eager vision [--model resnet18|resnet50|mobilenet_v2|mobilenet_v3_small|convnext_tiny]
+    ttnn-eager vision [--model resnet18|resnet50|mobilenet_v2|...|resnext50_32x4d] [--compile]
                     [--batch B] [--size S] [--strict] [--json]
     ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
     ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
@@ -262,6 +262,11 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def vision_models() -> tuple:
+    from .vision import MODELS
+    return MODELS
+
+
 def cmd_vision(args) -> int:
     import contextlib
 
@@ -273,7 +278,7 @@ def cmd_vision(args) -> int:
     with ttnn_eager.strict() if args.strict else contextlib.nullcontext():
         result = {"model": f"torchvision {args.model} (seeded random weights)", "batch": args.batch,
                   "size": args.size, "strict": args.strict}
-        result.update(vision.compare(model, x))
+        result.update(vision.compare(model, x, compiled=args.compile))
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
@@ -372,8 +377,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("vision", help="run a torchvision model on ttnn:0 and on the CPU; print accuracy, "
                        "counts, peak device memory")
-    p.add_argument("--model", choices=("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small",
-                                       "convnext_tiny"), default="resnet18")
+    p.add_argument("--model", choices=vision_models(), default="resnet18")
+    p.add_argument("--compile", action="store_true", help="torch.compile(backend=\"ttnn\") (counts of a replay)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--size", type=int, default=224, help="image height and width (default 224)")
     p.add_argument("--strict", action="store_true", help="forbid the CPU fallback (an error names the op)")

@@ -13,7 +13,13 @@ import torch
 
 from .compare import pcc
 
-MODELS = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "convnext_tiny")
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "convnext_tiny", "efficientnet_b0",
+          "regnet_y_400mf", "resnext50_32x4d")
+# TT-NN ops by kind (benchmarks/vision.py, `ttnn-eager vision --json`): the rest is "other"
+KINDS = {"conv2d": ("conv2d", "conv_transpose2d", "linear", "matmul"), "permute": ("permute",),
+         "reshape": ("reshape",), "slice": ("slice", "concat"),
+         "elementwise": ("add", "multiply", "mul", "subtract", "relu", "relu6", "silu", "sigmoid", "hardswish",
+                         "hardsigmoid", "gelu", "clamp", "sum")}
 
 
 def load(name: str, seed: int = 0) -> torch.nn.Module:
@@ -61,28 +67,63 @@ class _PeakMemory:
         counters.profile = self.saved
 
 
-def compare(model: torch.nn.Module, x: torch.Tensor, device: str = "ttnn:0", forwards: int = 2) -> dict:
-    """Run `model` on the CPU in float32, then `forwards` times on `device`; accuracy, counts and timings
-    are those of the last device forward (the first one also builds the programs and prepares weights);
-    peak device memory is measured in one more forward."""
+def by_kind(ttnn_by_op: dict) -> dict:
+    """TT-NN ops of a forward by kind (KINDS: conv2d and matmuls, permute, reshape, slice/concat, elementwise,
+    other)."""
+    kinds = dict.fromkeys((*KINDS, "other"), 0)
+    for op, n in ttnn_by_op.items():
+        kinds[next((k for k, names in KINDS.items() if op in names), "other")] += n
+    return kinds
+
+
+def compare(model: torch.nn.Module, x: torch.Tensor, device: str = "ttnn:0", forwards: int = 2,
+            compiled: bool = False, weights: bool = False) -> dict:
+    """Run `model` on the CPU in float32, then `forwards` times on `device` (compiled: torch.compile(backend=
+    "ttnn"), at least 3 forwards: eager, captured, replayed); accuracy, counts and timings are those of the
+    last device forward (the first one also builds the programs and prepares weights); peak device memory is
+    measured in one more forward, and the host time of one with shadow execution off. weights: the device
+    DRAM the model holds after its forwards, ttnn's program cache emptied, against its parameters' bfloat16
+    bytes (eager only: a compiled graph keeps its captured buffers)."""
+    import gc
+
     import ttnn_eager
 
+    from .. import counters
     from ..device import api as device_api
     with torch.no_grad():
         ref = copy.deepcopy(model).float()(x)
     index = torch.device(device).index or 0
+    base = None
+    if weights:
+        gc.collect()
+        torch.ttnn.empty_cache()
+        base = device_api.memory_used(index, "DRAM")
     model.to(device)
+    run = torch.compile(model, backend="ttnn") if compiled else model
+    forwards = max(forwards, 3) if compiled else forwards
     dx = x.to(device)
     seconds = []
     for _ in range(forwards):
         ttnn_eager.reset_stats()
         start = time.perf_counter()
         with torch.no_grad():
-            out = model(dx).cpu()
+            out = run(dx).cpu()
         seconds.append(time.perf_counter() - start)
     stats = ttnn_eager.stats()
+    kinds = by_kind(counters.ttnn_by_op)
     with torch.no_grad(), _PeakMemory(index) as mem:
-        model(dx)
+        run(dx)
+    with torch.no_grad(), device_api.shadows_off():
+        start = time.perf_counter()
+        run(dx)
+        device_api.synchronize(index)
+        host = time.perf_counter() - start
+    extra = {}
+    if weights:
+        gc.collect()
+        torch.ttnn.empty_cache()
+        bf16 = sum(p.numel() for p in model.parameters()) * 2
+        extra = {"weights_over_bf16": (device_api.memory_used(index, "DRAM") - base) / bf16}
     top1 = float((out.argmax(-1) == ref.argmax(-1)).float().mean())
     return {
         "device": f"{device_api.device_name(index)}, arch {device_api.arch_name()}",
@@ -90,6 +131,10 @@ def compare(model: torch.nn.Module, x: torch.Tensor, device: str = "ttnn:0", for
         "max_abs_err_logits": float((out - ref).abs().max()),
         "top1_agreement": top1,
         **stats,
+        "ttnn_ops_by_kind": kinds,
+        "compiled": compiled,
+        **extra,
+        "host_seconds_shadows_off": host,
         "peak_device_memory_mib": mem.peak / 2**20,
         "seconds": seconds[-1],
         "seconds_first_forward": seconds[0],
