@@ -96,8 +96,27 @@ def test_the_rule_reader_sees_imports():
     assert ("ttnn_eager.device.base", "ttnn") in seen
 
 
+# rooms of features/ whose imports are narrower than the layer's: room -> what of the package it may import
+ROOMS = {
+    "ttnn_eager.features.mesh": ("ttnn_eager.core", "ttnn_eager.device", "ttnn_eager.features.mesh",
+                                 "ttnn_eager.features.distributed"),
+}
+
+
+def test_rooms_of_features_keep_to_their_imports():
+    found = []
+    for module, is_package, path in _modules():
+        room = next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+        if room is None:
+            continue
+        for target, line in _imports(module, is_package, path):
+            if target.startswith("ttnn_eager") and target not in LEAVES and not target.startswith(ROOMS[room]):
+                found.append(f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+    assert found == []
+
+
 def test_every_folder_says_what_it_owns_and_may_import():
-    for folder in ("core", "device", "lowerings", "features", "tools"):
+    for folder in ("core", "device", "lowerings", "features", "features/mesh", "tools"):
         doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
         assert doc and "import" in doc.lower(), folder
 

@@ -61,6 +61,9 @@ def __getattr__(name):  # heavier pieces load on first use (they import ttnn)
     if name == "report":
         from .features.report import report
         return report
+    if name == "mesh":  # mesh mode: one process drives a board's chips (features/mesh)
+        from .features import mesh
+        return mesh
     if name == "record_ops":
         from .features.inventory import record_ops
         return record_ops

@@ -657,6 +657,16 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     return h
 
 
+def partition_layout(h: api.Handle, dim: int, parts: int) -> api.Handle:
+    """h in the layout ttnn.mesh_partition can cut into `parts` along `dim` (mesh mode: a shard per chip): its
+    own, except a TILE tensor cut through its tiles (along one of its last two dimensions into parts that are not
+    whole tiles), which ttnn's slice refuses (TT_FATAL): it is cut ROW_MAJOR (converted in place, lossless)."""
+    rank = len(h.shape)
+    if h.layout == api.TILE and dim >= rank - 2 and (h.shape[dim] // parts) % api.TILE_SIZE:
+        _relayout(h, api.ROW_MAJOR)
+    return h
+
+
 def relayout(h: api.Handle, layout) -> api.Handle:
     """h in `layout` (changed in place: lossless, so every user of h may share the converted form)."""
     _relayout(h, layout)

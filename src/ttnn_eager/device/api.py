@@ -73,10 +73,14 @@ retries: dict = {}  # device index -> ops retried after the program cache was em
 
 # ----------------------------------------------------------------------------------------------- devices
 _devices: dict = {}
+_meshes: dict = {}  # device index -> (rows, columns) of a device opened as a mesh of chips (mesh mode)
 
 
 def device_count() -> int:
-    """The chips this process sees (runtime.visible_devices: a torchrun rank sees its own chip only)."""
+    """The chips this process sees (runtime.visible_devices: a torchrun rank sees its own chip only); in mesh
+    mode one device, `ttnn:0`, the whole mesh."""
+    if runtime.mesh_shape() is not None:
+        return 1
     n = BACKEND.device_count()
     visible = runtime.visible_devices()
     if visible is None:
@@ -100,10 +104,34 @@ def device(index: int):
     dev = _devices.get(index)
     if dev is None:
         check_index(index)
-        dev = _devices[index] = ttnn.open_device(device_id=runtime.physical_index(index),
-                                                 l1_small_size=L1_SMALL_SIZE,
-                                                 **BACKEND.open_options())
+        mesh = runtime.mesh_shape()
+        if mesh is not None:
+            dev = _devices[index] = _open_mesh(mesh)
+            _meshes[index] = mesh
+        else:
+            dev = _devices[index] = ttnn.open_device(device_id=runtime.physical_index(index),
+                                                     l1_small_size=L1_SMALL_SIZE,
+                                                     **BACKEND.open_options())
     return dev
+
+
+def _open_mesh(shape: tuple):
+    """The board's chips as one TT-NN MeshDevice of `shape` on the device fabric (1-D fabric, as TT-NN's own
+    multi-chip models configure it: the collectives need it set before the mesh opens)."""
+    chips = BACKEND.device_count()
+    if shape[0] * shape[1] > chips:
+        raise RuntimeError(f"TTNN_EAGER_MESH={shape[0]}x{shape[1]} asks for {shape[0] * shape[1]} chips, but the "
+                           f"{RUNTIME.board or 'system'} has {chips}: use a mesh of at most {chips} chips (an n300 "
+                           f"is 1x2, a T3000 2x4 or 1x8)")
+    ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D)
+    dev = ttnn.open_mesh_device(ttnn.MeshShape(*shape), l1_small_size=L1_SMALL_SIZE, **BACKEND.open_options())
+    BACKEND.set_mesh(shape)
+    return dev
+
+
+def mesh_shape(index: int) -> tuple | None:
+    """(rows, columns) of the mesh behind `ttnn:<index>` once it is open, None for one chip."""
+    return _meshes.get(index)
 
 
 def is_open(index: int) -> bool:
@@ -240,7 +268,11 @@ def _close_all() -> None:
     for index in sorted(_devices, reverse=True):  # remote chips before the MMIO chip that serves them
         dev = _devices.pop(index)
         try:
-            ttnn.close_device(dev)
+            if _meshes.pop(index, None) is not None:
+                ttnn.close_mesh_device(dev)
+                ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+            else:
+                ttnn.close_device(dev)
         except Exception:  # already closed with a chip it shares a cluster with
             pass
 
@@ -462,7 +494,7 @@ def release(h: Handle) -> bool:
     a prepared form of it (layout.prepared), so that the prepared form replaces it on the device instead of
     doubling it. Done only when h alone holds its buffer (sole_owner: no view, clone or graph shares it);
     returns whether it was."""
-    if not sole_owner(h):
+    if not sole_owner(h) or h.index in _meshes:  # (a mesh tensor's chips may hold different values)
         return False
     value = h.shadow
     if value is None:

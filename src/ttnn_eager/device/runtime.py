@@ -17,6 +17,10 @@ of several torchrun ranks on this host (LOCAL_RANK and LOCAL_WORLD_SIZE > 1 set)
 alone. Visible chips are renumbered from 0, so each rank's chip is `ttnn:0` (PyTorch 2.14's autograd engine
 gives a Python device one device queue: a backward on `ttnn:1` fails inside the engine).
 
+Mesh mode (features/mesh): `TTNN_EAGER_MESH=RxC` (or `ttnn_eager.mesh.init((R, C))` before the device
+opens) makes `ttnn:0` one TT-NN MeshDevice of R x C chips on the device fabric: the process then sees one
+ttnn device, and every op runs on every chip of it (`mesh_shape()`).
+
 A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
 no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
 probing PCIe, and builds kernels with a stand-in for the sfpi compiler. This module lays that rig out in a
@@ -79,6 +83,37 @@ def index_of(device=None) -> int:
     if device.type != "ttnn":
         raise ValueError(f"expected a ttnn device, got {device}")
     return _current if device.index is None else device.index
+
+
+_mesh: tuple | None = None  # the mesh shape set by set_mesh_shape (before the device opens), else from the env
+
+
+def mesh_shape() -> tuple | None:
+    """(rows, columns) of the mesh `ttnn:0` is (TTNN_EAGER_MESH="1x2", or set_mesh_shape), None outside mesh
+    mode."""
+    if _mesh is not None:
+        return _mesh
+    spec = os.environ.get("TTNN_EAGER_MESH", "").strip().lower()
+    if not spec:
+        return None
+    try:
+        rows, cols = (int(p) for p in spec.split("x"))
+    except ValueError:
+        raise RuntimeError(f"TTNN_EAGER_MESH={spec!r}: expected the mesh shape as ROWSxCOLUMNS, such as 1x2 (an "
+                           f"n300) or 2x4 (a T3000)") from None
+    return _check_mesh((rows, cols))
+
+
+def _check_mesh(shape: tuple) -> tuple:
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"a mesh shape is (rows, columns) of at least one chip each, got {shape}")
+    return (int(shape[0]), int(shape[1]))
+
+
+def set_mesh_shape(shape) -> None:
+    """Mesh mode from here on (the caller has checked that the device is not open yet); None leaves it."""
+    global _mesh
+    _mesh = None if shape is None else _check_mesh(tuple(shape))
 
 
 def set_current_device(index: int) -> None:

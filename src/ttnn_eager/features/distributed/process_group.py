@@ -47,6 +47,8 @@ def _describe(row: list) -> str:
 
 
 class TtnnProcessGroup(dist.ProcessGroup):
+    serves_ttnn = True  # the functional collectives hand it ttnn tensors (functional.py)
+
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta):
         super().__init__(rank, size)
         self._gloo = ProcessGroupGloo(dist.PrefixStore(f"{NAME}/gloo", store), rank, size, timeout)

@@ -1,0 +1,151 @@
+"""Mesh-mode cases run in a process of their own (the device mode is chosen once per process):
+`python mesh_cases.py ROWSxCOLS CASE[,CASE...] OUT.json` with TTNN_EAGER_DEVICE set (mock-n300, mock-t3000).
+Each case writes its measurements under its name; tests/test_mesh.py asserts on them."""
+import json
+import sys
+import time
+
+import torch
+
+import ttnn_eager
+from ttnn_eager import counters
+from ttnn_eager.device import api
+
+SHAPE = tuple(int(x) for x in sys.argv[1].split("x"))
+CASES, OUT = sys.argv[2].split(","), sys.argv[3]
+CHIPS = SHAPE[0] * SHAPE[1]
+results = {}
+
+
+def _llama(kv_heads):
+    import transformers
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                   num_attention_heads=8, num_key_value_heads=kv_heads, max_position_embeddings=64,
+                                   tie_word_embeddings=False)
+    torch.manual_seed(0)
+    return transformers, cfg, transformers.LlamaForCausalLM(cfg).eval()
+
+
+def _ccl():
+    return {k: v for k, v in counters.ttnn_by_op.items() if k in ("all_reduce", "all_gather", "reduce_scatter",
+                                                                   "mesh_partition")}
+
+
+def tp(mesh, caches=("dynamic", "static")):
+    """Tensor parallel (the torchrun plan of tests/distributed_ranks.py, unchanged) over every chip: greedy
+    generate() against the CPU, exact arithmetic; weight bytes per chip against the same model replicated."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
+    transformers, cfg, model = _llama(8 if CHIPS == 8 else 2)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    cpu = transformers.LlamaForCausalLM(cfg).eval()
+    cpu.load_state_dict(state)
+    ids = torch.randint(0, cfg.vocab_size, (1, 6))
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    base = api.memory_allocated(0)
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh, plan)
+    model.to("ttnn:0")
+    out = {"weight_bytes_per_chip": api.memory_allocated(0) - base,
+           "local_q_rows": model.model.layers[0].self_attn.q_proj.weight.to_local().shape[0]}
+    for cache in caches:
+        ttnn_eager.reset_stats()
+        t = time.time()
+        kw = {"cache_implementation": "static"} if cache == "static" else {}
+        with torch.no_grad(), ttnn_eager.strict():
+            tokens = model.generate(ids.to("ttnn:0"), max_new_tokens=8, do_sample=False, **kw)
+        stats = ttnn_eager.stats()
+        out[cache] = {"tokens": tokens.cpu().tolist(), "seconds": round(time.time() - t, 1), "ccl_ops": _ccl(),
+                      "collectives": dict(counters.collective_by_op), "fallbacks": stats["fallbacks"],
+                      "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"]}
+        out[cache]["cpu_tokens"] = cpu.generate(ids, max_new_tokens=8, do_sample=False, **kw).tolist()
+    del model
+    base = api.memory_allocated(0)
+    whole = transformers.LlamaForCausalLM(cfg).eval().to("ttnn:0")
+    out["replicated_weight_bytes"] = api.memory_allocated(0) - base
+    del whole
+    ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
+    results["tp"] = out
+
+
+def dp(mesh):
+    """Data parallel: a BertForSequenceClassification step, the batch sharded over the chips, gradients
+    averaged on the fabric, AdamW; against the same step on the whole batch with nothing sharded (every chip
+    computing it alike: one chip's arithmetic) and the CPU."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.BertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=128, max_position_embeddings=32, num_labels=2,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(2)
+    batch, seq = 4 * CHIPS // 2, 8
+    ids, labels = torch.randint(0, cfg.vocab_size, (batch, seq)), torch.randint(0, 2, (batch,))
+    state = transformers.BertForSequenceClassification(cfg).eval().state_dict()
+
+    def fresh():
+        m = transformers.BertForSequenceClassification(cfg).eval()
+        m.load_state_dict(state)
+        return m
+
+    def step(model, ids, labels, opt):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2) if opt == "adamw" else \
+            torch.optim.SGD(model.parameters(), lr=0.5)
+        opt.zero_grad()
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        opt.step()
+        return loss
+
+    out = {}
+    for opt in ("sgd", "adamw"):
+        ttnn_eager.reset_stats()
+        model = ttnn_eager.mesh.data_parallel(fresh().to("ttnn:0"), mesh)
+        with ttnn_eager.strict():
+            step(model, ttnn_eager.mesh.shard(ids, 0, mesh), ttnn_eager.mesh.shard(labels, 0, mesh), opt)
+        stats = ttnn_eager.stats()
+        r = {"ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
+             "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"],
+             "params": sum(1 for p in model.parameters())}
+        one = fresh().to("ttnn:0")  # the whole batch, nothing sharded: every chip computes it alike
+        step(one, ids.to("ttnn:0"), labels.to("ttnn:0"), opt)
+        solo = fresh().to("ttnn:0")  # each chip's half alone, no reduction: what a missing all_reduce gives
+        step(solo, ttnn_eager.mesh.shard(ids, 0, mesh), ttnn_eager.mesh.shard(labels, 0, mesh), opt)
+        a, b, s = ({k: v.detach().cpu().float().flatten() for k, v in m.state_dict().items()}
+                   for m in (model, one, solo))
+        init = {k: v.float().flatten() for k, v in state.items()}
+        diff = torch.cat([(a[k] - b[k]).abs() for k in a])
+        solo_diff = torch.cat([(s[k] - b[k]).abs() for k in a])
+        update = torch.cat([(b[k] - init[k]).abs() for k in a])
+        r.update({"mean_param_diff": float(diff.mean()), "mean_solo_diff": float(solo_diff.mean()),
+                  "mean_param_update": float(update.mean()), "max_param_diff": float(diff.max()),
+                  "max_param_update": float(update.max())})
+        out[opt] = r
+    results["dp"] = out
+
+
+def bad_input(mesh):
+    out = {}
+    try:
+        ttnn_eager.mesh.shard(torch.zeros(3, 64), 0, mesh)
+    except ValueError as e:
+        out["indivisible"] = str(e)
+    try:
+        ttnn_eager.mesh.init((1, CHIPS * 2))
+    except RuntimeError as e:
+        out["second_mesh"] = str(e)
+    x = ttnn_eager.mesh.shard(torch.arange(CHIPS * 32, dtype=torch.float32).reshape(CHIPS, 32), 0, mesh)
+    out["local_shape"] = list(x.shape)
+    out["gathered_equal"] = torch.equal(ttnn_eager.mesh.gather(x * 2, 0, mesh).cpu(),
+                                        torch.arange(CHIPS * 32, dtype=torch.float32).reshape(CHIPS, 32) * 2)
+    results["bad_input"] = out
+
+
+mesh = ttnn_eager.mesh.init(SHAPE)
+results["mesh"] = {"shape": list(SHAPE), "device_count": torch.ttnn.device_count(), "dims": list(mesh.mesh.shape)}
+for case in CASES:
+    globals()[case](mesh)
+with open(OUT, "w") as f:
+    json.dump(results, f, indent=1)
