@@ -71,6 +71,33 @@ def tp(mesh, caches=("dynamic", "static")):
     results["tp"] = out
 
 
+def compiled(mesh):
+    """torch.compile(backend="ttnn") of the tensor-parallel model's forward, static cache: the decode step is
+    captured once and replayed, the replay issuing the ttnn.all_reduce calls too."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
+    transformers, cfg, model = _llama(2)
+    cpu = transformers.LlamaForCausalLM(cfg).eval()
+    cpu.load_state_dict(model.state_dict())
+    ids = torch.randint(0, cfg.vocab_size, (1, 6))
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh, plan)
+    model.to("ttnn:0")
+    model.forward = torch.compile(model.forward, backend="ttnn")
+    ttnn_eager.reset_stats()
+    with torch.no_grad():
+        tokens = model.generate(ids.to("ttnn:0"), max_new_tokens=8, do_sample=False, cache_implementation="static")
+    stats = ttnn_eager.stats()
+    results["compiled"] = {
+        "tokens": tokens.cpu().tolist(), "ccl_ops": _ccl(), "collectives": dict(counters.collective_by_op),
+        "fallbacks": stats["fallbacks"], "cpu_tokens": cpu.generate(ids, max_new_tokens=8, do_sample=False,
+                                                                    cache_implementation="static").tolist()}
+    ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
+
+
 def dp(mesh):
     """Data parallel: a BertForSequenceClassification step, the batch sharded over the chips, gradients
     averaged on the fabric, AdamW; against the same step on the whole batch with nothing sharded (every chip

@@ -25,7 +25,7 @@ def _run(device: str, shape: str, cases: str, tmp_path) -> dict:
 
 @pytest.fixture(scope="module")
 def n300(tmp_path_factory):
-    return _run("mock-n300", "1x2", "tp,dp,bad_input", tmp_path_factory.mktemp("n300"))
+    return _run("mock-n300", "1x2", "tp,compiled,dp,bad_input", tmp_path_factory.mktemp("n300"))
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +82,29 @@ def test_t3000_tensor_parallel_over_eight_chips(t3000):
     assert r["local_q_rows"] == 32  # 256 rows over 8 chips (8 KV heads: one per chip)
     assert r["weight_bytes_per_chip"] < 0.5 * r["replicated_weight_bytes"], r
     assert t3000["bad_input"]["local_shape"] == [1, 32] and t3000["bad_input"]["gathered_equal"]
+
+
+def test_compiled_tensor_parallel_decode_replays_the_collectives(n300):
+    r = n300["compiled"]
+    assert r["tokens"] == r["cpu_tokens"] and r["fallbacks"] == 0
+    # 32 all_reduce calls reach ttnn for the 8 tokens, fewer through the process group: the replayed
+    # graphs issue theirs with no PyTorch dispatch (measured 12 through the group)
+    assert r["ccl_ops"]["all_reduce"] == 32 and r["collectives"]["all_reduce"] < 32, r
+
+
+def test_generate_command_on_a_two_dimensional_mesh():
+    """`ttnn-eager generate llama --mesh 2x4 --json` on the mock T3000: tensor parallel over each row's 4 chips
+    (cluster axis 1), the rows replicated."""
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TTNN_EAGER_DEVICE", None)
+    env.pop("TTNN_EAGER_MESH", None)
+    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "generate", "llama", "--mesh", "2x4",
+                        "--max-new-tokens", "6", "--float32-storage", "float32", "--strict", "--json"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["mesh"] == [2, 4] and out["tp_degree"] == 4 and out["tokens_equal_cpu"]
+    assert out["ccl_ops"] == {"all_reduce": 2 * 2 * 6} and out["collective_pcie_bytes"] == 0
+    assert len(out["weight_bytes_per_chip"]) == 8
+    assert out["weight_bytes_per_chip"][0] < 0.7 * out["replicated_weight_bytes"]
