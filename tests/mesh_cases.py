@@ -59,6 +59,7 @@ def tp(mesh, caches=("dynamic", "static")):
             tokens = model.generate(ids.to("ttnn:0"), max_new_tokens=8, do_sample=False, **kw)
         stats = ttnn_eager.stats()
         out[cache] = {"tokens": tokens.cpu().tolist(), "seconds": round(time.time() - t, 1), "ccl_ops": _ccl(),
+                      "ttnn_ops": stats["ttnn_ops"],
                       "collectives": dict(counters.collective_by_op), "fallbacks": stats["fallbacks"],
                       "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"]}
         out[cache]["cpu_tokens"] = cpu.generate(ids, max_new_tokens=8, do_sample=False, **kw).tolist()
@@ -66,6 +67,10 @@ def tp(mesh, caches=("dynamic", "static")):
     base = api.memory_allocated(0)
     whole = transformers.LlamaForCausalLM(cfg).eval().to("ttnn:0")
     out["replicated_weight_bytes"] = api.memory_allocated(0) - base
+    ttnn_eager.reset_stats()
+    with torch.no_grad():
+        whole.generate(ids.to("ttnn:0"), max_new_tokens=8, do_sample=False)
+    out["replicated_ttnn_ops"] = ttnn_eager.stats()["ttnn_ops"]
     del whole
     ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
     results["tp"] = out

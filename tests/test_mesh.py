@@ -48,6 +48,13 @@ def test_tensor_parallel_generate_equals_the_cpu_on_the_fabric(n300, cache):
     assert r["collective_pcie_bytes"] == 0
 
 
+def test_tensor_parallel_runs_the_replicated_models_ops_plus_its_collectives(n300):
+    """DTensor decomposes a linear it has no rule for into t + mm + views (four TT-NN ops, and a transpose of
+    the weight every call); the mesh's linear rule keeps each projection one ttnn.linear."""
+    r = n300["tp"]
+    assert r["dynamic"]["ttnn_ops"] == r["replicated_ttnn_ops"] + 32, r
+
+
 def test_tensor_parallel_weights_per_chip(n300):
     r = n300["tp"]
     assert r["local_q_rows"] == 128  # q_proj [256, 256] colwise over 2 chips

@@ -72,6 +72,7 @@ def init(shape=None, mesh_dim_names=None):
         mesh_dim_names = ("dp", "tp") if shape[0] > 1 else ("tp",)
     mesh = DeviceMesh("ttnn", ranks, mesh_dim_names=tuple(mesh_dim_names))
     _install_dtensor_hook()
+    _install_linear_rule()
     _state["mesh"] = mesh
     return mesh
 
@@ -131,6 +132,33 @@ def data_parallel(module: torch.nn.Module, mesh=None, mesh_dim: int = 0) -> torc
         if p.requires_grad:
             p.register_post_accumulate_grad_hook(reduce)
     return module
+
+
+def _install_linear_rule() -> None:
+    """DTensor has no sharding rule for aten.linear, so it decomposes a linear of DTensors into t + mm (+ views):
+    four TT-NN ops for the one ttnn.linear a plain tensor gets (and the transpose of the weight every call).
+    This rule keeps it whole under the plans' placements: replicated; colwise (input replicated, weight and bias
+    Shard(0) -> output sharded on its last dimension); rowwise without a bias (input sharded on its last
+    dimension, weight Shard(1) -> Partial: the plan's all_reduce follows); batch-sharded input, weight replicated.
+    A rowwise linear with a bias is not offered (its bias must be added once, which DTensor would do by rank):
+    DTensor redistributes to one of the others."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    from torch.distributed.tensor.experimental import register_sharding
+    from ...core import registration
+    aten = torch.ops.aten
+
+    @register_sharding(aten.linear.default)
+    def linear(x, weight, bias=None):
+        last = x.ndim - 1
+        b = (lambda p: None) if bias is None else (lambda p: p)
+        rules = [([Replicate()], [Replicate(), Replicate(), b(Replicate())]),
+                 ([Shard(last)], [Replicate(), Shard(0), b(Shard(0))])]
+        if bias is None:
+            rules.append(([Partial()], [Shard(last), Shard(1), None]))
+        rules += [([Shard(d)], [Shard(d), Replicate(), b(Replicate())]) for d in range(last)]
+        return rules
+
+    registration.WHOLE_FOR_SUBCLASSES.add("aten::linear")
 
 
 def _install_dtensor_hook() -> None:
