@@ -76,6 +76,53 @@ def tp(mesh, caches=("dynamic", "static")):
     results["tp"] = out
 
 
+def tp_train(mesh):
+    """A training step of the tensor-parallel model (autograd through DTensor on the mesh: the colwise inputs'
+    gradients are partial sums, all-reduced on the fabric in backward), SGD, against the CPU, exact arithmetic.
+    The optimizer runs per tensor (foreach=False): DTensor refuses a foreach step mixing DTensor parameters
+    with plain ones, under torchrun as here."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
+    transformers, cfg, model = _llama(2)
+    cpu = transformers.LlamaForCausalLM(cfg)
+    cpu.load_state_dict(model.state_dict())
+    init = {k: v.clone() for k, v in cpu.state_dict().items()}
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh, plan)
+    model.train().to("ttnn:0")
+    cpu.train()
+    ids = torch.randint(0, cfg.vocab_size, (2, 8))
+
+    def step(m, ids):
+        opt = torch.optim.SGD(m.parameters(), lr=0.5, foreach=False)
+        opt.zero_grad()
+        loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict():
+        loss = step(model, ids.to("ttnn:0"))
+    stats = ttnn_eager.stats()
+    out = {"loss": loss, "cpu_loss": step(cpu, ids), "ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
+           "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"]}
+    diff = update = 0.0
+    trained = dict(model.named_parameters())
+    for k, q in cpu.named_parameters():
+        p = trained[k]
+        v = (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
+        diff = max(diff, float((v - q.detach()).abs().max()))
+        update = max(update, float((q.detach() - init[k]).abs().max()))
+    out.update(max_param_diff=diff, max_param_update=update)
+    ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
+    results["tp_train"] = out
+
+
 def compiled(mesh):
     """torch.compile(backend="ttnn") of the tensor-parallel model's forward, static cache: the decode step is
     captured once and replayed, the replay issuing the ttnn.all_reduce calls too."""

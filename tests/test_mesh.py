@@ -25,7 +25,7 @@ def _run(device: str, shape: str, cases: str, tmp_path) -> dict:
 
 @pytest.fixture(scope="module")
 def n300(tmp_path_factory):
-    return _run("mock-n300", "1x2", "tp,compiled,dp,bad_input", tmp_path_factory.mktemp("n300"))
+    return _run("mock-n300", "1x2", "tp,tp_train,compiled,dp,bad_input", tmp_path_factory.mktemp("n300"))
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +115,11 @@ def test_generate_command_on_a_two_dimensional_mesh():
     assert out["ccl_ops"] == {"all_reduce": 2 * 2 * 6} and out["collective_pcie_bytes"] == 0
     assert len(out["weight_bytes_per_chip"]) == 8
     assert out["weight_bytes_per_chip"][0] < 0.7 * out["replicated_weight_bytes"]
+
+
+def test_tensor_parallel_training_step_equals_the_cpu(n300):
+    r = n300["tp_train"]
+    assert r["fallbacks"] == 0 and r["collective_pcie_bytes"] == 0
+    assert abs(r["loss"] - r["cpu_loss"]) < 1e-5, r
+    assert r["ccl_ops"]["all_reduce"] == 14  # forward: 2 rowwise x 2 layers; backward: the colwise inputs (measured)
+    assert r["max_param_diff"] < 0.01 * r["max_param_update"], r
