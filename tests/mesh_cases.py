@@ -123,6 +123,52 @@ def tp_train(mesh):
     results["tp_train"] = out
 
 
+def dp_tp(mesh):
+    """A 2-D mesh as DP x TP: the TP plan over each row's chips (mesh["tp"], cluster axis 1), the batch sharded
+    over the rows and gradients averaged along the columns (mesh_dim 0, cluster axis 0); one SGD step against
+    the CPU on the whole batch, exact arithmetic."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
+    transformers, cfg, model = _llama(8)
+    cpu = transformers.LlamaForCausalLM(cfg)
+    cpu.load_state_dict(model.state_dict())
+    init = {k: v.clone() for k, v in cpu.state_dict().items()}
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh["tp"], plan)
+    ttnn_eager.mesh.data_parallel(model.train().to("ttnn:0"), mesh, mesh_dim=0)
+    cpu.train()
+    ids = torch.randint(0, cfg.vocab_size, (SHAPE[0] * 2, 8))
+
+    def step(m, ids):
+        opt = torch.optim.SGD(m.parameters(), lr=0.5, foreach=False)
+        opt.zero_grad()
+        loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict():
+        loss = step(model, ttnn_eager.mesh.shard(ids, 0, mesh, mesh_dim=0))
+    stats = ttnn_eager.stats()
+    out = {"loss_chip0": loss, "cpu_loss": step(cpu, ids), "ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
+           "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"]}
+    diff = update = 0.0
+    trained = dict(model.named_parameters())
+    for k, q in cpu.named_parameters():
+        p = trained[k]
+        v = (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
+        diff = max(diff, float((v - q.detach()).abs().max()))
+        update = max(update, float((q.detach() - init[k]).abs().max()))
+    out.update(max_param_diff=diff, max_param_update=update)
+    ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
+    results["dp_tp"] = out
+
+
 def compiled(mesh):
     """torch.compile(backend="ttnn") of the tensor-parallel model's forward, static cache: the decode step is
     captured once and replayed, the replay issuing the ttnn.all_reduce calls too."""
@@ -211,6 +257,11 @@ def bad_input(mesh):
         ttnn_eager.mesh.shard(torch.zeros(3, 64), 0, mesh)
     except ValueError as e:
         out["indivisible"] = str(e)
+    from torch.distributed.tensor import Shard, distribute_tensor
+    try:
+        distribute_tensor(torch.zeros(5, 64), mesh, [Shard(0)])
+    except ValueError as e:
+        out["uneven_distribute"] = str(e)
     try:
         ttnn_eager.mesh.init((1, CHIPS * 2))
     except RuntimeError as e:

@@ -33,6 +33,11 @@ def t3000(tmp_path_factory):
     return _run("mock-t3000", "1x8", "tp,bad_input", tmp_path_factory.mktemp("t3000"))
 
 
+@pytest.fixture(scope="module")
+def t3000_2d(tmp_path_factory):
+    return _run("mock-t3000", "2x4", "dp_tp", tmp_path_factory.mktemp("t3000_2d"))
+
+
 def test_the_mesh_is_one_device(n300):
     assert n300["mesh"] == {"shape": [1, 2], "device_count": 1, "dims": [2]}
 
@@ -78,6 +83,7 @@ def test_bad_input_gets_clear_errors(n300):
     r = n300["bad_input"]
     assert "dimension 0 of a (3, 64) tensor is not a multiple of the mesh's 2 chips" in r["indivisible"]
     assert "already open" in r["second_mesh"]
+    assert "dimension 0 of a (5, 64) tensor is not a multiple of the mesh's 2 chips" in r["uneven_distribute"]
     assert r["local_shape"] == [1, 32] and r["gathered_equal"]
 
 
@@ -122,4 +128,14 @@ def test_tensor_parallel_training_step_equals_the_cpu(n300):
     assert r["fallbacks"] == 0 and r["collective_pcie_bytes"] == 0
     assert abs(r["loss"] - r["cpu_loss"]) < 1e-5, r
     assert r["ccl_ops"]["all_reduce"] == 14  # forward: 2 rowwise x 2 layers; backward: the colwise inputs (measured)
+    assert r["max_param_diff"] < 0.01 * r["max_param_update"], r
+
+
+def test_t3000_as_data_parallel_by_tensor_parallel(t3000_2d):
+    """2x4: TP=4 along each row (cluster axis 1), the batch over the 2 rows, gradients averaged along the columns
+    (cluster axis 0); one SGD step against the CPU on the whole batch."""
+    r = t3000_2d["dp_tp"]
+    assert t3000_2d["mesh"]["dims"] == [2, 4]
+    assert r["fallbacks"] == 0 and r["collective_pcie_bytes"] == 0
+    assert r["ccl_ops"] == {"mesh_partition": 1, "all_reduce": 14 + 21}  # TP's (as on 1x2) + one per parameter
     assert r["max_param_diff"] < 0.01 * r["max_param_update"], r

@@ -77,27 +77,19 @@ def init(shape=None, mesh_dim_names=None):
     return mesh
 
 
-def _axis(mesh, mesh_dim) -> int | None:
-    if mesh is None or mesh.ndim == 1:
-        return None
-    return 0 if mesh_dim == 0 else 1
-
-
 def shard(t: torch.Tensor, dim: int, mesh=None, mesh_dim: int = 0) -> torch.Tensor:
     """Chip k's part k of `t` along `dim` (t replicated on the mesh, the same value on every chip; a CPU tensor is
-    uploaded first): the local tensor of DTensor's Shard(dim), one ttnn.mesh_partition on the device. The size
-    of `dim` must be a multiple of the chips."""
+    uploaded first): the local tensor of DTensor's Shard(dim), one ttnn.mesh_partition on the device (along the
+    mesh axis of `mesh_dim`'s group). The size of `dim` must be a multiple of the group's chips."""
     t = t.to("ttnn:0") if t.device.type != "ttnn" else t
     dim = dim % t.dim()
-    chips = _group_size(mesh, mesh_dim)
+    group = _group(mesh, mesh_dim)
+    chips = group.size()
     if t.shape[dim] % chips:
         raise ValueError(f"shard: dimension {dim} of a {tuple(t.shape)} tensor is not a multiple of the mesh's "
                          f"{chips} chips; pad it (torch.nn.functional.pad) or shard another dimension")
     h = layout.partition_layout(layout.materialize(_tensor.handle_of(t.contiguous())), dim, chips)
-    kwargs = {"dim": dim}
-    axis = _axis(mesh, mesh_dim)
-    if axis is not None:
-        kwargs["cluster_axis"] = axis
+    kwargs = {"dim": dim} if group.axis is None else {"dim": dim, "cluster_axis": group.axis}
     return _tensor.new_tensor(api.run("mesh_partition", h, **kwargs))
 
 
@@ -105,10 +97,6 @@ def gather(t: torch.Tensor, dim: int, mesh=None, mesh_dim: int = 0) -> torch.Ten
     """The whole tensor from every chip's part along `dim` (ttnn.all_gather on the fabric), on every chip."""
     group = _group(mesh, mesh_dim)
     return group._ccl("all_gather", t, dim=dim % t.dim())
-
-
-def _group_size(mesh, mesh_dim) -> int:
-    return _group(mesh, mesh_dim).size()
 
 
 def _group(mesh, mesh_dim) -> MeshGroup:
@@ -126,7 +114,9 @@ def data_parallel(module: torch.nn.Module, mesh=None, mesh_dim: int = 0) -> torc
     avg = dist.ReduceOp.AVG
 
     def reduce(p):
-        dist.all_reduce(p.grad, op=avg, group=group)
+        grad = p.grad
+        grad = grad.to_local() if hasattr(grad, "to_local") else grad  # a tensor-parallel parameter's: its shard
+        dist.all_reduce(grad, op=avg, group=group)
 
     for p in module.parameters():
         if p.requires_grad:
@@ -163,8 +153,8 @@ def _install_linear_rule() -> None:
 
 def _install_dtensor_hook() -> None:
     """DTensor's Replicate -> Shard takes *this rank's* chunk by slicing (Shard._replicate_to_shard, and
-    Shard._shard_tensor with src_data_rank=None): in one process speaking for every chip, that would give every
-    chip rank 0's chunk. For ttnn tensors on the mesh each chip keeps its own chunk (shard: ttnn.mesh_partition);
+    Shard._shard_tensor: distribute_tensor's split, then a scatter from the source rank): in one process speaking
+    for every chip, that would give every chip rank 0's chunk (and pad uneven chunks by rank). For ttnn tensors on the mesh each chip keeps its own chunk (shard: ttnn.mesh_partition);
     every other tensor takes PyTorch's path."""
     from torch.distributed.tensor.placement_types import Shard
     if getattr(Shard, "_ttnn_mesh", False):
@@ -177,7 +167,10 @@ def _install_dtensor_hook() -> None:
         return replicate_to_shard(self, local_tensor, mesh, mesh_dim, shard_index)
 
     def _shard_tensor(self, tensor, mesh, mesh_dim, src_data_rank=0):
-        if src_data_rank is None and tensor.device.type == "ttnn" and api.mesh_shape(0) is not None:
+        # (distribute_tensor: the whole tensor, uploaded to the mesh, is the same on every chip, the source
+        # rank's included, so keeping each chip's chunk is the scatter; an uneven split is refused by shard:
+        # every chip's local tensor has one shape)
+        if tensor.device.type == "ttnn" and api.mesh_shape(0) is not None:
             return shard(tensor, self.dim, mesh, mesh_dim)
         return shard_tensor(self, tensor, mesh, mesh_dim, src_data_rank)
 
