@@ -60,31 +60,43 @@ class Runtime:
 
 
 _runtime: Runtime | None = None
-_current = 0  # the current device index: `ttnn` without an index (torch.ttnn.set_device)
+_current = 0  # the current device index: `ttnn` without an index (torch.ttnn.set_device), until the hooks hold it
+_thread_current = None  # (get, set) of the C++ hooks' per-thread current device, once registered (core/native.py)
+
+
+def use_thread_current_device(get, set_) -> None:
+    """From registration on, the current device is the C++ device guard's, per thread as CUDA's is (the
+    autograd engine's device threads set theirs; a thread starts on ttnn:0)."""
+    global _thread_current
+    _thread_current = (get, set_)
+    set_(_current)
 
 
 def current_device() -> int:
-    return _current
+    return _thread_current[0]() if _thread_current else _current
 
 
 def index_of(device=None) -> int:
     """The device index a `device` argument names (torch.cuda's convention): None, "ttnn" or a ttnn device
     without an index is the current device; an int is an index; any other device type is a ValueError."""
     if device is None:
-        return _current
+        return current_device()
     if isinstance(device, int):
         return device
     import torch  # not at module level: this module runs before anything heavy is imported
     device = torch.device(device)
     if device.type != "ttnn":
         raise ValueError(f"expected a ttnn device, got {device}")
-    return _current if device.index is None else device.index
+    return current_device() if device.index is None else device.index
 
 
 def set_current_device(index: int) -> None:
-    """Make ttnn:<index> the current device (the caller has checked that it exists)."""
+    """Make ttnn:<index> the current device of the calling thread (the caller has checked that it exists)."""
     global _current
-    _current = index
+    if _thread_current:
+        _thread_current[1](index)
+    else:
+        _current = index
 
 
 def visible_devices() -> tuple | None:
@@ -102,6 +114,21 @@ def visible_devices() -> tuple | None:
     if local_rank is not None and local_size is not None and int(local_size) > 1:
         return (int(local_rank),)
     return None
+
+
+def known_device_count() -> int | None:
+    """The ttnn devices this process sees when that is known without ttnn (a mock device: its cluster
+    descriptor's chips; the visible ones); None for a card (ttnn counts its chips) or an invalid setting."""
+    try:
+        visible = visible_devices()
+        mode = requested_mode()
+    except (RuntimeError, ValueError):
+        return None  # said at the first use of a device
+    if visible is not None:
+        return len(visible)
+    if mode == "auto":
+        mode = "hardware" if hardware_present() else "mock-wormhole"
+    return None if mode == "hardware" else _DESCRIPTORS[mode][2]
 
 
 def physical_index(index: int) -> int:
