@@ -201,3 +201,36 @@ def test_backward_on_ttnn_1_and_a_model_split_over_both_chips_trains():
     assert lines[0] == "grad ttnn:1 True"
     assert lines[1:5] == ["loss True ttnn:1"] * 4
     assert lines[5] == "params ['ttnn:0', 'ttnn:1']"
+
+
+def test_device_map_auto_places_layers_on_both_chips_and_the_split_model_trains(tmp_path):
+    """transformers' from_pretrained(device_map="auto") on the mock n300: accelerate's get_max_memory counts
+    the ttnn devices' free memory (features/libraries/accelerate.py), so the layers go to ttnn:0 and ttnn:1
+    (before: every parameter on the CPU); the split model generates the CPU's tokens and trains like it."""
+    out = _n300(f"""
+        import torch, transformers
+        from ttnn_eager.tools.compare import pcc
+        torch.manual_seed(0)
+        cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                                       max_position_embeddings=64)
+        m = transformers.LlamaForCausalLM(cfg).eval()
+        m.save_pretrained({str(tmp_path)!r})
+        dm = transformers.LlamaForCausalLM.from_pretrained({str(tmp_path)!r}, device_map="auto").eval()
+        print(sorted(set(dm.hf_device_map.values())), sorted({{str(p.device) for p in dm.parameters()}}))
+        ids = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            print(pcc(dm(ids.to("ttnn:0")).logits.cpu().float(), m(ids).logits) > 0.999)
+        print(torch.equal(dm.generate(ids.to("ttnn:0"), max_new_tokens=5, do_sample=False).cpu(),
+                          m.generate(ids, max_new_tokens=5, do_sample=False)))
+        dm.train(); m.train()
+        opt, ropt = torch.optim.SGD(dm.parameters(), lr=0.05), torch.optim.SGD(m.parameters(), lr=0.05)
+        for step in range(3):
+            loss = dm(ids.to("ttnn:0"), labels=ids.to("ttnn:0")).loss; loss.backward(); opt.step(); opt.zero_grad()
+            ref = m(ids, labels=ids).loss; ref.backward(); ropt.step(); ropt.zero_grad()
+            print("step", abs(loss.item() - ref.item()) <= 0.02 * ref.item())
+    """)
+    lines = out.strip().split("\n")[-6:]
+    assert lines[0] == "[0, 1] ['ttnn:0', 'ttnn:1']"
+    assert lines[1:3] == ["True", "True"]
+    assert lines[3:] == ["step True"] * 3

@@ -100,6 +100,7 @@ def load() -> ctypes.CDLL:
     lib.ttnn_eager_register.argtypes = [_COUNT_FN]
     lib.ttnn_eager_set_device_count.argtypes = [ctypes.c_int]
     lib.ttnn_eager_set_current_device.argtypes = [ctypes.c_int]
+    lib.ttnn_eager_set_initial_device.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -129,6 +130,7 @@ def register(count) -> None:
     known = runtime.known_device_count()
     if known is not None:
         lib.ttnn_eager_set_device_count(known)
+    lib.ttnn_eager_set_initial_device(runtime.initial_device())
 
 
 def current_device() -> int:

@@ -25,7 +25,11 @@ using c10::DeviceIndex;
 using CountFn = int (*)();
 std::atomic<CountFn> count_fn{nullptr};
 std::atomic<int> count{-1};
-thread_local DeviceIndex current = 0;
+std::atomic<DeviceIndex> initial{0};  // where a thread starts: ttnn:0, or a torchrun rank's own chip
+thread_local DeviceIndex current_ = -1;
+
+DeviceIndex current() { return current_ >= 0 ? current_ : initial.load(); }
+void set_current(DeviceIndex d) { current_ = d; }
 
 DeviceIndex device_count() noexcept {
   int n = count.load();
@@ -90,10 +94,10 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   bool hasPrimaryContext(DeviceIndex) const override { return true; }
   void init() const override {}
   DeviceIndex deviceCount() const override { return device_count(); }
-  void setCurrentDevice(DeviceIndex d) const override { check_index(d); current = d; }
-  DeviceIndex getCurrentDevice() const override { return current; }
+  void setCurrentDevice(DeviceIndex d) const override { check_index(d); set_current(d); }
+  DeviceIndex getCurrentDevice() const override { return current(); }
   DeviceIndex exchangeDevice(DeviceIndex d) const override {
-    DeviceIndex old = current;
+    DeviceIndex old = current();
     setCurrentDevice(d);
     return old;
   }
@@ -113,14 +117,14 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     setDevice(d);
     return old;
   }
-  c10::Device getDevice() const override { return {kType, current}; }
+  c10::Device getDevice() const override { return {kType, current()}; }
   void setDevice(c10::Device d) const override {
     if (d.index() < 0) return;
     check_index(d.index());
-    current = d.index();
+    set_current(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
-    if (d.index() >= 0) current = d.index();
+    if (d.index() >= 0) set_current(d.index());
   }
   c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream getNewStream(c10::Device d, int) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
@@ -160,8 +164,9 @@ API int ttnn_eager_register(CountFn fn) {
 // The device count when Python knows it without ttnn (a mock device's cluster descriptor).
 API void ttnn_eager_set_device_count(int n) { count.store(n); }
 // The calling thread's current device (torch.ttnn.current_device / set_device; the guard's).
-API int ttnn_eager_current_device() { return current; }
-API void ttnn_eager_set_current_device(int index) { current = static_cast<DeviceIndex>(index); }
+API int ttnn_eager_current_device() { return current(); }
+API void ttnn_eager_set_current_device(int index) { set_current(static_cast<DeviceIndex>(index)); }
+API void ttnn_eager_set_initial_device(int index) { initial.store(static_cast<DeviceIndex>(index)); }
 // Pinned blocks alive (the tests' view of the allocator).
 API int ttnn_eager_pinned_blocks() {
   std::lock_guard<std::mutex> lock(pinned_mutex);

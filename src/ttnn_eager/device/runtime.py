@@ -11,11 +11,13 @@ its devices is the current one (`ttnn` with no index).
     auto            (default) hardware if a card is found (/dev/tenstorrent), else mock-wormhole, with a
                     one-line notice on stderr
 
-Which chips this process sees (`visible_devices`, what CUDA_VISIBLE_DEVICES is for CUDA): all of them, unless
-`TTNN_EAGER_VISIBLE_DEVICES` lists physical indices ("1", "0,1"; "all" for every chip), or the process is one
-of several torchrun ranks on this host (LOCAL_RANK and LOCAL_WORLD_SIZE > 1 set): then it owns chip LOCAL_RANK
-alone. Visible chips are renumbered from 0, so each rank's chip is `ttnn:0` (PyTorch 2.14's autograd engine
-gives a Python device one device queue: a backward on `ttnn:1` fails inside the engine).
+Which chips this process sees (`visible_devices`) follows CUDA_VISIBLE_DEVICES: all of them, as ttnn:0 ..
+ttnn:N-1, unless `TTNN_EAGER_VISIBLE_DEVICES` lists physical indices ("1", "0,1"; "all" for every chip), which
+are then renumbered from 0. A torchrun rank sees every chip too and names its own as
+`torch.device("ttnn", LOCAL_RANK)`, CUDA's idiom; it differs from CUDA in one respect: a rank starts with its
+own chip as the current device (`initial_device`: "ttnn" without an index is ttnn:LOCAL_RANK), because two
+processes cannot share a chip. (Until the C++ device guard, each rank saw only its chip, as ttnn:0: the
+Python guard reported one device, so a backward on ttnn:1 stopped in the autograd engine; docs/design/platform.md.)
 
 A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
 no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
@@ -66,10 +68,9 @@ _thread_current = None  # (get, set) of the C++ hooks' per-thread current device
 
 def use_thread_current_device(get, set_) -> None:
     """From registration on, the current device is the C++ device guard's, per thread as CUDA's is (the
-    autograd engine's device threads set theirs; a thread starts on ttnn:0)."""
+    autograd engine's device threads set theirs; a thread starts on initial_device())."""
     global _thread_current
     _thread_current = (get, set_)
-    set_(_current)
 
 
 def current_device() -> int:
@@ -110,10 +111,19 @@ def visible_devices() -> tuple | None:
         except ValueError:
             raise RuntimeError(f"TTNN_EAGER_VISIBLE_DEVICES={spec!r}: expected chip indices such as 0 or 0,1, "
                                f"or all") from None
-    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
-    if local_rank is not None and local_size is not None and int(local_size) > 1:
-        return (int(local_rank),)
     return None
+
+
+def initial_device() -> int:
+    """The current device a thread starts with: the rank's chip (LOCAL_RANK) for one of several torchrun ranks
+    on this host (LOCAL_WORLD_SIZE > 1), else ttnn:0."""
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    try:
+        if local_rank is not None and local_size is not None and int(local_size) > 1:
+            return int(local_rank)
+    except ValueError:
+        pass
+    return 0
 
 
 def known_device_count() -> int | None:
