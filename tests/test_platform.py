@@ -234,3 +234,12 @@ def test_device_map_auto_places_layers_on_both_chips_and_the_split_model_trains(
     assert lines[0] == "[0, 1] ['ttnn:0', 'ttnn:1']"
     assert lines[1:3] == ["True", "True"]
     assert lines[3:] == ["step True"] * 3
+
+
+def test_the_guides_several_chips_example_runs_on_the_mock_n300():
+    import re
+    guide = open(os.path.join(os.path.dirname(__file__), "..", "docs", "guide.md")).read()
+    section = guide[guide.index("### Several chips in one process"):]
+    block = re.search(r"```py\n(.*?)```", section, flags=re.S).group(1)
+    out = _n300("import torch\n" + block)
+    assert out.split("\n")[:2] == ["2 ttnn:1", "ttnn:1"]
