@@ -19,7 +19,7 @@ import ttnn_eager  # noqa: E402
 
 MODE, OUT = sys.argv[1], sys.argv[2]
 RANK, WORLD, LOCAL = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
-DEV = "ttnn:0"
+DEV = f"ttnn:{LOCAL}"  # the rank's chip: torch.device("ttnn", LOCAL_RANK), as on CUDA
 DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.bool]
 results: dict = {"rank": RANK, "checks": {}, "errors": {}}
 
@@ -586,10 +586,10 @@ def _write():
 
 
 ttnn_eager.configure(float32_storage="float32")  # exactness against gloo on float32 values
-torch.ttnn.set_device(LOCAL)  # this rank's chip, which it sees as ttnn:0 (device/runtime.py visible_devices)
+torch.ttnn.set_device(LOCAL)  # this rank's chip (its current device already: device/runtime.py initial_device)
 import datetime  # noqa: E402
 TIMEOUT = datetime.timedelta(seconds=20)  # the fault test's bound
-dist.init_process_group(device_id=torch.device("ttnn:0"), timeout=TIMEOUT)
+dist.init_process_group(device_id=torch.device("ttnn", LOCAL), timeout=TIMEOUT)
 GLOO = dist.new_group(backend="gloo")
 results["setup"] = {"backend": dist.get_backend(), "group": type(dist.group.WORLD).__name__,
                     "device_count": torch.ttnn.device_count(), "startup_s": round(time.time() - T0, 1)}

@@ -59,6 +59,8 @@ def init(shape=None, mesh_dim_names=None):
                            f"tensor is placed on ttnn, or set TTNN_EAGER_MESH={shape[0]}x{shape[1]} before starting")
     runtime.set_mesh_shape(shape)
     api.device(0)  # opens the mesh
+    from ...core import native
+    native.set_device_count(1)  # the device guard: the mesh is one device, ttnn:0
     chips = shape[0] * shape[1]
     if NAME not in dist.Backend.backend_list:
         dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["ttnn", "cpu"])
