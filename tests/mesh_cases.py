@@ -266,6 +266,14 @@ def bad_input(mesh):
         ttnn_eager.mesh.init((1, CHIPS * 2))
     except RuntimeError as e:
         out["second_mesh"] = str(e)
+    import gc
+    gc.collect()
+    base = api.memory_allocated(0)
+    y = ttnn_eager.mesh.gather(ttnn_eager.mesh.shard(torch.ones(CHIPS * 64, 256), 0, mesh) + 1, 0, mesh)
+    out["held"] = api.memory_allocated(0) - base
+    del y
+    gc.collect()
+    out["freed_to_baseline"] = api.memory_allocated(0) == base
     x = ttnn_eager.mesh.shard(torch.arange(CHIPS * 32, dtype=torch.float32).reshape(CHIPS, 32), 0, mesh)
     out["local_shape"] = list(x.shape)
     out["gathered_equal"] = torch.equal(ttnn_eager.mesh.gather(x * 2, 0, mesh).cpu(),

@@ -85,6 +85,7 @@ def test_bad_input_gets_clear_errors(n300):
     assert "already open" in r["second_mesh"]
     assert "dimension 0 of a (5, 64) tensor is not a multiple of the mesh's 2 chips" in r["uneven_distribute"]
     assert r["local_shape"] == [1, 32] and r["gathered_equal"]
+    assert r["held"] > 0 and r["freed_to_baseline"]  # a mesh tensor's buffers, on every chip, go with it
 
 
 def test_t3000_tensor_parallel_over_eight_chips(t3000):
