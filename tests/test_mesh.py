@@ -140,3 +140,33 @@ def test_t3000_as_data_parallel_by_tensor_parallel(t3000_2d):
     assert r["fallbacks"] == 0 and r["collective_pcie_bytes"] == 0
     assert r["ccl_ops"] == {"mesh_partition": 1, "all_reduce": 14 + 21}  # TP's (as on 1x2) + one per parameter
     assert r["max_param_diff"] < 0.01 * r["max_param_update"], r
+
+
+def test_card_shaped_launch_ddp_over_tensor_parallel(tmp_path):
+    """A T3000 as 4 torchrun ranks, each driving its n300 as a 1x2 mesh (TTNN_EAGER_MESH=1x2: rank r's card is
+    chips r and r + 4 of the mock T3000): an MLP tensor parallel over the card's 2 chips (its partial sums
+    all-reduced on the card's fabric), DDP between the 4 cards through the host (every chip's value moved: the
+    chips of a card hold different shards); one SGD step against one process on the whole batch."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = str(tmp_path / "card.json")
+    env = dict(os.environ, TTNN_EAGER_DEVICE="mock-t3000", TTNN_EAGER_MESH="1x2", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TTNN_EAGER_VISIBLE_DEVICES", None)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-addr",
+                        "127.0.0.1", "--master-port", str(port), os.path.join(HERE, "mesh_card_ranks.py"), out],
+                       env=env, capture_output=True, text=True, timeout=600)
+    ranks = []
+    for rank in range(4):
+        assert os.path.exists(f"{out}.{rank}"), r.stderr[-3000:]
+        with open(f"{out}.{rank}") as f:
+            ranks.append(json.load(f))
+    assert r.returncode == 0, r.stderr[-3000:]
+    for k in ranks:
+        assert k["fallbacks"] == 0 and k["replicas_equal"]
+        assert k["ccl_ops"]["all_reduce"] == 1  # the rowwise partial sums, on the card's fabric
+        assert k["collectives"]["all_reduce"] == 2  # that one, and DDP's bucket between the cards
+        assert k["pcie_bytes"] > 0  # DDP's bucket crosses PCIe: every chip's part
+    assert ranks[0]["max_param_diff"] < 1e-4 * ranks[0]["max_param_update"], ranks[0]

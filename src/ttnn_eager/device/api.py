@@ -119,12 +119,14 @@ def _open_mesh(shape: tuple):
     """The board's chips as one TT-NN MeshDevice of `shape` on the device fabric (1-D fabric, as TT-NN's own
     multi-chip models configure it: the collectives need it set before the mesh opens)."""
     chips = BACKEND.device_count()
-    if shape[0] * shape[1] > chips:
+    if shape[0] * shape[1] > chips or any(c >= chips for c in runtime.mesh_chips(shape) or ()):
         raise RuntimeError(f"TTNN_EAGER_MESH={shape[0]}x{shape[1]} asks for {shape[0] * shape[1]} chips, but the "
                            f"{RUNTIME.board or 'system'} has {chips}: use a mesh of at most {chips} chips (an n300 "
                            f"is 1x2, a T3000 2x4 or 1x8)")
+    chips_of = runtime.mesh_chips(shape)
     ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D)
-    dev = ttnn.open_mesh_device(ttnn.MeshShape(*shape), l1_small_size=L1_SMALL_SIZE, **BACKEND.open_options())
+    dev = ttnn.open_mesh_device(ttnn.MeshShape(*shape), l1_small_size=L1_SMALL_SIZE, **BACKEND.open_options(),
+                                **({"physical_device_ids": chips_of} if chips_of else {}))
     BACKEND.set_mesh(shape)
     return dev
 
@@ -545,6 +547,32 @@ def download(h: Handle, via=None) -> torch.Tensor:
     if h.dtype is torch.complex64:  # stored as its real pair [*shape, 2] (core/layout.py)
         return torch.view_as_complex(kept.reshape(*h.shape, 2).to(torch.float32).contiguous()).clone()
     return _own(kept.reshape(h.shape).to(h.dtype), kept)
+
+
+def download_chips(h: Handle) -> torch.Tensor:
+    """Every chip's value of a mesh tensor, stacked: [chips, *shape] (device -> host, each chip counted): what
+    the host path of a collective between processes moves for a tensor whose chips hold different values."""
+    if recording is not None:
+        recording.refuse("a device-to-host read (a collective through the host)")
+    chips = math.prod(_meshes[h.index])
+    counters.counts["device_to_host"] += chips
+    values = BACKEND.read_chips(h, chips)
+    return torch.stack([v.reshape(h.shape).to(h.dtype) for v in values])
+
+
+def upload_chips(values: torch.Tensor, like: Handle) -> Handle:
+    """values [chips, *shape] onto the mesh, chip k holding values[k], in `like`'s device dtype and layout
+    (host -> device, each chip counted); the inverse of download_chips."""
+    dev, chips = device(like.index), values.shape[0]
+    src = values.detach().contiguous()
+    src = src.to(torch.bfloat16) if src.dtype == torch.bool else src.to(torch.int32) if src.dtype == torch.int64 \
+        else src
+    with _OutOfMemoryGuard(like.index, f"a {tuple(values.shape[1:])} tensor from the host, per chip"):
+        tt = ttnn.from_torch(src, dtype=like.tt_dtype, layout=like.layout, device=dev,
+                             mesh_mapper=ttnn.ShardTensorToMesh(dev, dim=0))
+    counters.counts["host_to_device"] += chips
+    h = Handle(tt, BACKEND.stored_chips(src, like.tt_dtype), like.dtype, shape_of(tt), like.index)
+    return run("reshape", h, list(values.shape[1:]))
 
 
 def _own(value: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:

@@ -154,11 +154,31 @@ def initial_device() -> int:
     on this host (LOCAL_WORLD_SIZE > 1), else ttnn:0."""
     local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
     try:
+        if mesh_shape() is not None:
+            return 0  # mesh mode: the mesh (this rank's card, see mesh_chips) is ttnn:0
         if local_rank is not None and local_size is not None and int(local_size) > 1:
             return int(local_rank)
-    except ValueError:
+    except (ValueError, RuntimeError):
         pass
     return 0
+
+
+def mesh_chips(shape: tuple) -> list | None:
+    """The physical chips of this process's mesh of `shape`: TTNN_EAGER_VISIBLE_DEVICES's, or for one of
+    several torchrun ranks on this host its own card's (the card-shaped launch: a T3000 as 4 ranks, each
+    driving its n300 as a 1x2 mesh; the mock T3000's cards are chips (r, r + 4): PCIe chip r and its remote
+    partner), else None: every chip, from the system mesh's origin."""
+    n = shape[0] * shape[1]
+    visible = visible_devices()
+    if visible is not None:
+        return list(visible[:n])
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    if local_rank is None or local_size is None or int(local_size) <= 1:
+        return None
+    r = int(local_rank)
+    if requested_mode() == "mock-t3000" and n == 2:
+        return [r, r + 4]
+    return list(range(r * n, (r + 1) * n))
 
 
 def known_device_count() -> int | None:

@@ -8,7 +8,8 @@ said in DTensor's vocabulary (placements, `parallelize_module` plans) over a `De
 chips; DTensor's own sharding rules place the collectives, and they run as TT-NN's collectives on the fabric:
 
     mesh.py    init(shape) -> torch.distributed DeviceMesh over the chips of ttnn:0 (opens the mesh, makes the
-               process group); shard(t, dim) / gather(t, dim) by hand; data_parallel(module) (gradients
+               process group); open_local(shape) -> the group of this torchrun process's card (the card-shaped
+               launch: a mesh per process, gloo between them); shard(t, dim) / gather(t, dim) by hand; data_parallel(module) (gradients
                all-reduced on the fabric); the one DTensor hook: a replicated tensor's local chunk per rank is
                ttnn.mesh_partition (every chip keeps its own chunk), not rank 0's slice
     group.py   MeshGroup: the c10d process group of a mesh (world size = chips, this process speaks for every
@@ -20,6 +21,6 @@ Imports: the core, the device layer, config and counters, and features.distribut
 kernels route DTensor's collectives to the group).
 """
 
-from .mesh import data_parallel, gather, init, shard  # noqa: E402,F401
+from .mesh import data_parallel, gather, init, open_local, shard  # noqa: E402,F401
 
-__all__ = ["init", "shard", "gather", "data_parallel"]
+__all__ = ["init", "open_local", "shard", "gather", "data_parallel"]

@@ -57,10 +57,7 @@ def init(shape=None, mesh_dim_names=None):
     if api.is_open(0) and api.mesh_shape(0) != shape:
         raise RuntimeError(f"ttnn:0 is already open as one chip: call ttnn_eager.mesh.init({shape}) before the first "
                            f"tensor is placed on ttnn, or set TTNN_EAGER_MESH={shape[0]}x{shape[1]} before starting")
-    runtime.set_mesh_shape(shape)
-    api.device(0)  # opens the mesh
-    from ...core import native
-    native.set_device_count(1)  # the device guard: the mesh is one device, ttnn:0
+    _open(shape)
     chips = shape[0] * shape[1]
     if NAME not in dist.Backend.backend_list:
         dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["ttnn", "cpu"])
@@ -102,6 +99,8 @@ def gather(t: torch.Tensor, dim: int, mesh=None, mesh_dim: int = 0) -> torch.Ten
 
 
 def _group(mesh, mesh_dim) -> MeshGroup:
+    if isinstance(mesh, MeshGroup):
+        return mesh
     mesh = mesh or _state.get("mesh")
     if mesh is None:
         raise RuntimeError("no ttnn mesh is open: call ttnn_eager.mesh.init() (or ttnn_eager.mesh.init) first")
@@ -124,6 +123,32 @@ def data_parallel(module: torch.nn.Module, mesh=None, mesh_dim: int = 0) -> torc
         if p.requires_grad:
             p.register_post_accumulate_grad_hook(reduce)
     return module
+
+
+def _open(shape: tuple) -> None:
+    runtime.set_mesh_shape(shape)
+    api.device(0)  # opens the mesh
+    from ...core import native
+    native.set_device_count(1)  # the device guard: the mesh is one device, ttnn:0
+
+
+def open_local(shape) -> MeshGroup:
+    """The card-shaped launch: in one of several torchrun processes (the default process group spans the
+    processes), open this process's card as a mesh of `shape` (TTNN_EAGER_VISIBLE_DEVICES, else its own card:
+    runtime.mesh_chips) and return the group of its chips, for collectives on its fabric (shard, gather,
+    data_parallel, or dist.all_reduce(t, group=...)). Collectives of the default group (DDP between the
+    processes) move every chip's value through the host (features/distributed/host_path). DTensor's DeviceMesh
+    cannot span chips of several processes (its ranks are processes): tensor parallelism inside a process is
+    then written with this group."""
+    shape = _shape(shape)
+    if "local" in _state:
+        return _state["local"]
+    if api.is_open(0) and api.mesh_shape(0) != shape:
+        raise RuntimeError(f"ttnn:0 is already open as one chip: call ttnn_eager.mesh.open_local({shape}) before "
+                           f"the first tensor is placed on ttnn")
+    _open(shape)
+    group = _state["local"] = MeshGroup(shape[0] * shape[1], None, list(range(shape[0] * shape[1])))
+    return group
 
 
 def _install_linear_rule() -> None:
