@@ -32,19 +32,49 @@ def _ccl():
                                                                    "mesh_partition")}
 
 
+def _plan() -> dict:
+    """PyTorch's tensor-parallel plan of a Llama decoder layer, as under torchrun (tests/distributed_ranks.py)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    return {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+
+
+def _sgd_step(m, ids) -> float:
+    """One step of causal-LM SGD (per tensor: DTensor refuses a foreach step mixing DTensor and plain parameters,
+    under torchrun as here)."""
+    opt = torch.optim.SGD(m.parameters(), lr=0.5, foreach=False)
+    opt.zero_grad()
+    loss = m(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def _param_gap(model, cpu, init) -> dict:
+    """The largest difference of model's parameters (DTensors made whole) from cpu's, and cpu's largest update."""
+    from torch.distributed.tensor import DTensor
+    diff = update = 0.0
+    trained = dict(model.named_parameters())
+    for k, q in cpu.named_parameters():
+        p = trained[k]
+        v = (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
+        diff = max(diff, float((v - q.detach()).abs().max()))
+        update = max(update, float((q.detach() - init[k]).abs().max()))
+    return {"max_param_diff": diff, "max_param_update": update}
+
+
 def tp(mesh, caches=("dynamic", "static")):
     """Tensor parallel (the torchrun plan of tests/distributed_ranks.py, unchanged) over every chip: greedy
     generate() against the CPU, exact arithmetic; weight bytes per chip against the same model replicated."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import parallelize_module
     ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
     transformers, cfg, model = _llama(8 if CHIPS == 8 else 2)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     cpu = transformers.LlamaForCausalLM(cfg).eval()
     cpu.load_state_dict(state)
     ids = torch.randint(0, cfg.vocab_size, (1, 6))
-    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    plan = _plan()
     base = api.memory_allocated(0)
     for layer in model.model.layers:
         parallelize_module(layer, mesh, plan)
@@ -81,44 +111,26 @@ def tp_train(mesh):
     gradients are partial sums, all-reduced on the fabric in backward), SGD, against the CPU, exact arithmetic.
     The optimizer runs per tensor (foreach=False): DTensor refuses a foreach step mixing DTensor parameters
     with plain ones, under torchrun as here."""
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import parallelize_module
     ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
     transformers, cfg, model = _llama(2)
     cpu = transformers.LlamaForCausalLM(cfg)
     cpu.load_state_dict(model.state_dict())
     init = {k: v.clone() for k, v in cpu.state_dict().items()}
-    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    plan = _plan()
     for layer in model.model.layers:
         parallelize_module(layer, mesh, plan)
     model.train().to("ttnn:0")
     cpu.train()
     ids = torch.randint(0, cfg.vocab_size, (2, 8))
 
-    def step(m, ids):
-        opt = torch.optim.SGD(m.parameters(), lr=0.5, foreach=False)
-        opt.zero_grad()
-        loss = m(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        return loss.item()
-
     ttnn_eager.reset_stats()
     with ttnn_eager.strict():
-        loss = step(model, ids.to("ttnn:0"))
+        loss = _sgd_step(model, ids.to("ttnn:0"))
     stats = ttnn_eager.stats()
-    out = {"loss": loss, "cpu_loss": step(cpu, ids), "ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
+    out = {"loss": loss, "cpu_loss": _sgd_step(cpu, ids), "ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
            "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"]}
-    diff = update = 0.0
-    trained = dict(model.named_parameters())
-    for k, q in cpu.named_parameters():
-        p = trained[k]
-        v = (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
-        diff = max(diff, float((v - q.detach()).abs().max()))
-        update = max(update, float((q.detach() - init[k]).abs().max()))
-    out.update(max_param_diff=diff, max_param_update=update)
+    out.update(_param_gap(model, cpu, init))
     ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
     results["tp_train"] = out
 
@@ -127,44 +139,26 @@ def dp_tp(mesh):
     """A 2-D mesh as DP x TP: the TP plan over each row's chips (mesh["tp"], cluster axis 1), the batch sharded
     over the rows and gradients averaged along the columns (mesh_dim 0, cluster axis 0); one SGD step against
     the CPU on the whole batch, exact arithmetic."""
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import parallelize_module
     ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
     transformers, cfg, model = _llama(8)
     cpu = transformers.LlamaForCausalLM(cfg)
     cpu.load_state_dict(model.state_dict())
     init = {k: v.clone() for k, v in cpu.state_dict().items()}
-    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    plan = _plan()
     for layer in model.model.layers:
         parallelize_module(layer, mesh["tp"], plan)
     ttnn_eager.mesh.data_parallel(model.train().to("ttnn:0"), mesh, mesh_dim=0)
     cpu.train()
     ids = torch.randint(0, cfg.vocab_size, (SHAPE[0] * 2, 8))
 
-    def step(m, ids):
-        opt = torch.optim.SGD(m.parameters(), lr=0.5, foreach=False)
-        opt.zero_grad()
-        loss = m(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        return loss.item()
-
     ttnn_eager.reset_stats()
     with ttnn_eager.strict():
-        loss = step(model, ttnn_eager.mesh.shard(ids, 0, mesh, mesh_dim=0))
+        loss = _sgd_step(model, ttnn_eager.mesh.shard(ids, 0, mesh, mesh_dim=0))
     stats = ttnn_eager.stats()
-    out = {"loss_chip0": loss, "cpu_loss": step(cpu, ids), "ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
+    out = {"loss_chip0": loss, "cpu_loss": _sgd_step(cpu, ids), "ccl_ops": _ccl(), "fallbacks": stats["fallbacks"],
            "collective_pcie_bytes": stats["collective_d2h_bytes"] + stats["collective_h2d_bytes"]}
-    diff = update = 0.0
-    trained = dict(model.named_parameters())
-    for k, q in cpu.named_parameters():
-        p = trained[k]
-        v = (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
-        diff = max(diff, float((v - q.detach()).abs().max()))
-        update = max(update, float((q.detach() - init[k]).abs().max()))
-    out.update(max_param_diff=diff, max_param_update=update)
+    out.update(_param_gap(model, cpu, init))
     ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="hardware")
     results["dp_tp"] = out
 
@@ -172,15 +166,13 @@ def dp_tp(mesh):
 def compiled(mesh):
     """torch.compile(backend="ttnn") of the tensor-parallel model's forward, static cache: the decode step is
     captured once and replayed, the replay issuing the ttnn.all_reduce calls too."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import parallelize_module
     ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
     transformers, cfg, model = _llama(2)
     cpu = transformers.LlamaForCausalLM(cfg).eval()
     cpu.load_state_dict(model.state_dict())
     ids = torch.randint(0, cfg.vocab_size, (1, 6))
-    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    plan = _plan()
     for layer in model.model.layers:
         parallelize_module(layer, mesh, plan)
     model.to("ttnn:0")
