@@ -153,7 +153,7 @@ def view_dtype_handle(x: api.Handle, dtype: torch.dtype) -> api.Handle:
 
 
 @lowering(aten.view.dtype, ttnn=["bitcast", "bitwise_and", "bitwise_or", "bitwise_left_shift", "bitwise_right_shift",
-                                 "reshape", "slice", "concat", "typecast"], needs=ANY,
+                                 "bitwise_xor", "subtract", "reshape", "slice", "concat", "typecast"], needs=ANY,
           notes="the bits computed on the device (Note [dtype views] in lowerings/views.py): float32, int32, "
                 "bfloat16, uint8, int8; a float32 made from bits is stored float32; a write through it reaches the "
                 "base the same way")
