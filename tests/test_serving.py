@@ -217,3 +217,55 @@ def test_generate_batch_gives_the_cpu_tokens(restore_config):
     with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
         dev = run()
     assert dev == cpu and len(dev) == 4 and rec.fallbacks == {}
+
+
+# ----------------------------------------------------------------------------------------------- the server
+def _ask(server, path):
+    """Four requests at once (two completions, a chat, a streamed chat) with the openai client: their texts."""
+    import concurrent.futures
+    import openai
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", timeout=300, max_retries=0)
+
+    def completion(prompt, n):
+        return client.completions.create(model=path, prompt=prompt, max_tokens=n, temperature=0).choices[0].text
+
+    def chat(text, n):
+        msg = [{"role": "user", "content": text}]
+        return client.chat.completions.create(model=path, messages=msg, max_tokens=n, temperature=0).choices[0].message.content
+
+    def streamed(text, n):
+        msg = [{"role": "user", "content": text}]
+        chunks = client.chat.completions.create(model=path, messages=msg, max_tokens=n, temperature=0, stream=True)
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    calls = [(completion, "Hello there", 4), (completion, "The quick brown fox jumps", 6), (chat, "hi", 5),
+             (streamed, "what is a tile?", 5)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return [f.result() for f in [pool.submit(fn, a, n) for fn, a, n in calls]]
+
+
+def test_transformers_server_answers_with_the_cpu_tokens(tmp_path, restore_config):
+    """`ttnn-eager serve`'s server (transformers serve, continuous batching) on 127.0.0.1 with the tiny seeded
+    Llama and the byte tokenizer made here: concurrent completions, chats and a streamed chat answer with the
+    texts the same server on the CPU gives; stopping it frees the model and its cache."""
+    from ttnn_eager.features.serving.server import Server
+    from ttnn_eager.tools.serve import tiny_model
+    path = tiny_model(str(tmp_path / "tiny"))
+    kw = dict(max_batch_tokens=256, block_size=32)
+    cpu_server = Server(path, device="cpu", max_memory_percent=0.001, **kw).wait()
+    try:
+        cpu = _ask(cpu_server, path)
+    finally:
+        cpu_server.stop()
+    gc.collect()
+    torch.zeros(1, device=DEV)
+    before = torch.ttnn.memory_allocated(DEV)
+    server = Server(path, device=DEV, max_memory_percent=0.01, **kw).wait()
+    try:
+        dev = _ask(server, path)
+    finally:
+        server.stop()
+    assert dev == cpu and all(isinstance(t, str) for t in dev), (dev, cpu)
+    del server
+    gc.collect()
+    assert torch.ttnn.memory_allocated(DEV) - before < 16 << 20
