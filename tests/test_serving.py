@@ -250,6 +250,7 @@ def test_transformers_server_answers_with_the_cpu_tokens(tmp_path, restore_confi
     texts the same server on the CPU gives; stopping it frees the model and its cache."""
     from ttnn_eager.features.serving.server import Server
     from ttnn_eager.tools.serve import tiny_model
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")  # the CPU's greedy tokens exactly
     path = tiny_model(str(tmp_path / "tiny"))
     kw = dict(max_batch_tokens=256, block_size=32)
     cpu_server = Server(path, device="cpu", max_memory_percent=0.001, **kw).wait()
