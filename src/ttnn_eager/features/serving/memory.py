@@ -26,10 +26,12 @@ import sys
 
 import torch
 
+from ... import config as settings
+
 CACHE_MODULE = "transformers.generation.continuous_batching.cache"
 
 _sizing: contextvars.ContextVar = contextvars.ContextVar("ttnn_paged_cache_sizing", default=None)
-costs: dict = {}  # (device, model config class, cache dtype, layers, kv heads, head dim, page size) -> bytes/byte
+costs: dict = {}  # (device, storage, the model's cache geometry, page size) -> device bytes a cache byte
 
 
 def breakdown(device: torch.device) -> tuple:
@@ -60,7 +62,7 @@ def _patched_planner(original):
 
 def _key(device, config, cb_config, dtype) -> tuple:
     c = config
-    return (str(device), type(c).__name__, dtype, c.num_hidden_layers, getattr(c, "num_key_value_heads", None),
+    return (str(device), settings.settings["float32_storage"], type(c).__name__, dtype, c.num_hidden_layers, getattr(c, "num_key_value_heads", None),
             getattr(c, "head_dim", None), c.hidden_size, c.num_attention_heads, cb_config.page_size,
             tuple(getattr(c, "layer_types", None) or ()))
 
