@@ -57,7 +57,7 @@ from .base import RUNTIME, Handle, _resolve, shape_of, ttnn  # noqa: F401  (the 
 TILE = ttnn.TILE_LAYOUT
 ROW_MAJOR = ttnn.ROW_MAJOR_LAYOUT
 BFLOAT16, BFLOAT8_B, FLOAT32 = ttnn.bfloat16, ttnn.bfloat8_b, ttnn.float32
-INT32, UINT32 = ttnn.int32, ttnn.uint32
+INT32, UINT32, UINT16 = ttnn.int32, ttnn.uint32, ttnn.uint16
 TILE_SIZE = 32
 
 _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32: 4, ttnn.bfloat8_b: 1.0625}

@@ -212,7 +212,26 @@ def _layer_norm_ref(x, *, epsilon=1e-12, residual_input_tensor=None, weight=None
     return torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), w, b, eps=epsilon)
 
 
+_BITS = {ttnn.float32: torch.float32, ttnn.int32: torch.int32, ttnn.uint32: torch.int32,
+         ttnn.bfloat16: torch.bfloat16, ttnn.uint16: torch.int16}  # a device dtype's bits as a torch dtype
+
+
+def _bitcast_ref(x, dtype, **_):
+    """ttnn.bitcast: x's bits as `dtype` (its golden function reads a uint32 shadow, held as int64, as 64-bit
+    words). x arrives as its host value: float32 for bfloat16 shadows, int64 for uint32, int32 for uint16."""
+    width = 16 if dtype in (ttnn.bfloat16, ttnn.uint16) else 32
+    if x.is_floating_point():
+        bits = x.to(torch.bfloat16 if width == 16 else torch.float32).view(torch.int16 if width == 16 else torch.int32)
+    else:
+        bits = x.to(torch.int16 if width == 16 else torch.int32)  # (wraps: the low bits)
+    out = bits.view(_BITS[dtype])
+    if dtype in (ttnn.uint32, ttnn.uint16):  # unsigned: the held value is non-negative
+        out = out.to(torch.int64) & ((1 << width) - 1)
+    return out
+
+
 REFERENCES = {
+    "bitcast": _bitcast_ref,
     "update_cache": _update_cache_ref,
     "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op

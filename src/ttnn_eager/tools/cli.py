@@ -25,6 +25,10 @@
                     [--nice N] [--bfloat16-cpu] [--docs]   every transformers model type (--vision: torchvision
                     model) on ttnn:0 against the CPU, in a worker subprocess (crashes and timeouts recorded), resumable;
                     --bfloat16-cpu: the CPU in bfloat16 in place of ttnn:0 (docs/zoo_bfloat16_cpu.json)
+    ttnn-eager serve [--model PATH] [--device ttnn:0|cpu] [--host 127.0.0.1] [--port N] [--max-memory-percent F]
+                    [--max-batch-tokens N] [--block-size N]   transformers' own server (/v1/completions,
+                    /v1/chat/completions, streaming) with continuous batching on the device; with no --model, a
+                    tiny seeded Llama and a byte tokenizer made here (docs/serving.md)
 """
 from __future__ import annotations
 
@@ -356,6 +360,11 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from . import serve
+    return serve.main(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ttnn-eager", description="PyTorch on Tenstorrent through TT-NN")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -450,6 +459,11 @@ def main(argv=None) -> int:
                    "(docs/zoo_bfloat16_cpu.json): what bfloat16 arithmetic alone allows")
     p.add_argument("--docs", action="store_true", help="then write docs/zoo.md")
     p.set_defaults(fn=cmd_zoo)
+    p = sub.add_parser("serve", help="transformers' OpenAI-compatible server (continuous batching) with its model "
+                       "on ttnn:0 (docs/serving.md)")
+    from . import serve
+    serve.add_arguments(p)
+    p.set_defaults(fn=cmd_serve)
     args = parser.parse_args(argv)
     return args.fn(args)
 
