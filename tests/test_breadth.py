@@ -655,3 +655,64 @@ def test_roi_align_runs_on_the_device_as_torchvisions_poolers_call_it():
     assert torch.allclose(out.cpu(), torchvision.ops.roi_align(x, b, 4, 0.25, 0), atol=0.03)
     wrong = torchvision.ops.roi_align(x.to(DEV), b[:, [0, 2, 1, 4, 3]].to(DEV), 4, 0.25, 2).cpu()  # x and y swapped
     assert (wrong - torchvision.ops.roi_align(x, b, 4, 0.25, 2)).abs().max() > 0.3
+
+
+# ----------------------------------------------------------------------------------------------- issue 37
+@covers(aten.copy.default)
+@FEW
+@given(shape=shapes(1, 3), data=st.data(), dtype=st.sampled_from([torch.float32, torch.int32, torch.bool]))
+def test_functional_copy_broadcasts_and_casts_like_the_cpu(shape, data, dtype):
+    """aten.copy (aot_autograd's functional copy_): src broadcast to self's shape, cast to its dtype; self
+    unchanged."""
+    x = values(shape, data.draw)
+    src = values(shape[-1:], data.draw) * 4
+    check(lambda a, b: (aten.copy(a.to(dtype), b), a), x, src)
+    check(lambda a, b: aten.copy(a, b.to(dtype)), x, src)
+
+
+@pytest.mark.parametrize("storage", ["float32", "mixed", "bfloat16"])
+def test_a_wide_kernel_conv1d_runs_in_column_slices(restore_config, storage):
+    """Moonshine's first convolution (1 -> 64 channels, kernel 127, stride 64) under float32 activations reached
+    ttnn's TT_FATAL "DRAM Auto slice could not find valid slice configuration" (a one-row output cannot be cut
+    into rows): it runs in two slices of the output's columns (conv.ROW_KERNEL_BYTES). On the device, strict."""
+    ttnn_eager.configure(float32_storage=storage)
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(2, 1, 3840, generator=g), torch.randn(64, 1, 127, generator=g) / 11, torch.randn(64, generator=g)
+    ref = F.conv1d(x, w, b, stride=64)
+    with ttnn_eager.strict():
+        out = F.conv1d(x.to(DEV), w.to(DEV), b.to(DEV), stride=64).cpu()
+    assert out.shape == ref.shape and pcc(out, ref) >= (0.99999 if storage != "bfloat16" else 0.9999)
+
+
+def test_a_wide_kernel_conv1d_that_no_slicing_fits_is_refused_before_ttnn(restore_config):
+    """A one-row output with a wide kernel row of more than 32 channels (their circular buffers overflow L1 even
+    cut in columns), or of 32 columns or fewer (TT-NN cannot cut it): refused before ttnn -- the counted CPU
+    fallback with the CPU's values (a strict-mode error naming the reason) -- where ttnn stopped in TT_FATAL."""
+    ttnn_eager.configure(float32_storage="float32")
+    g = torch.Generator().manual_seed(1)
+    cases = [(torch.randn(2, 64, 3840, generator=g), torch.randn(64, 64, 127, generator=g) / 90, 64),
+             (torch.randn(2, 1, 1984, generator=g), torch.randn(16, 1, 127, generator=g) / 11, 64)]
+    for x, w, s in cases:
+        ref = F.conv1d(x, w, stride=s)
+        with pytest.raises(Exception, match="DRAM slicing has no configuration"), ttnn_eager.strict():
+            F.conv1d(x.to(DEV), w.to(DEV), stride=s)
+        before = ttnn_eager.stats()["fallbacks"]
+        out = F.conv1d(x.to(DEV), w.to(DEV), stride=s)
+        assert ttnn_eager.stats()["fallbacks"] == before + 1
+        assert pcc(out.cpu(), ref) >= 0.99999
+
+
+@pytest.mark.parametrize("storage", ["float32", "mixed"])
+def test_float32_rows_gathered_keep_the_largest_magnitudes_and_infinities(restore_config, storage):
+    """A float32 table is looked up as three bfloat16 parts (layout.table_parts): float32's largest magnitudes
+    (a mask's finfo.min) rounded to an infinite first part and ±inf rows became NaN (-inf + inf) -- informer's
+    ProbSparse attention mask indexed by its top queries gave a NaN output under mixed storage. Exact now."""
+    ttnn_eager.configure(float32_storage=storage)
+    f = torch.finfo(torch.float32)
+    t = torch.tensor([f.min, f.max, -3.3e38, 1.0 + 2 ** -20, float("inf"), -float("inf"), float("nan"), 1e-30,
+                      3.14159265]).reshape(-1, 1).repeat(1, 3)
+    idx = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 0])
+    with ttnn_eager.strict():
+        outs = [t.to(DEV)[idx.to(DEV)].cpu(), F.embedding(idx.to(DEV), t.to(DEV)).cpu()]
+    for out in outs:
+        assert torch.equal(out.isnan(), t[idx].isnan()) and torch.equal(out.nan_to_num(0), t[idx].nan_to_num(0))

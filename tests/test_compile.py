@@ -334,3 +334,40 @@ def test_generation_with_a_static_cache_and_a_compiled_forward_equals_eager():
     # 7 decode steps: the first eager, the second captured, the other 5 replayed
     assert after["graph_replays"] - before["graph_replays"] == 5
     assert after["fallbacks"] == before["fallbacks"]
+
+
+def test_transformers_grouped_mm_fallback_compiles_to_the_grouped_matmul_eager_mode_runs():
+    """transformers' MoE layers call torch._grouped_mm eagerly, but under Dynamo with float32 weights their opaque
+    transformers::grouped_mm_fallback (a loop of mm into slices of the output: per expert a slice, an mm and a
+    functionalized copy); the backend compiles it as aten._grouped_mm (compiler.whole_ops), as eager mode runs it."""
+    import transformers.integrations.moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(12, 32, generator=g), torch.randn(3, 32, 64, generator=g)
+    offs = torch.tensor([5, 5, 12], dtype=torch.int32)  # an expert with no rows
+    ref = torch.ops.transformers.grouped_mm_fallback(x, w, offs)
+    f = torch.compile(lambda a, b, o: torch.ops.transformers.grouped_mm_fallback(a, b, o) * 2, backend="ttnn",
+                      fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        out = f(x.to(DEV), w.to(DEV), offs.to(DEV))
+    assert rec.aten["aten._grouped_mm.default"] == 1 and not rec.aten["aten.mm.default"], dict(rec.aten)
+    assert out.shape == ref.shape and pcc(out.cpu(), ref * 2) >= 0.999
+
+
+def test_a_functionalized_copy_stays_on_the_device():
+    """x.copy_(y) into a graph-local tensor, and an out= into a slice, become the functional aten.copy under
+    aot_autograd: lowered (it was the CPU fallback compiled that eager mode did not have)."""
+    def fn(a, b):
+        out = torch.zeros(4, 6, device=a.device)
+        torch.mm(a[:2], b, out=out[1:3])
+        c = torch.empty(4, 6, dtype=torch.int32, device=a.device)
+        c.copy_(out * 10)
+        return out + 1, c
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(3, 5, generator=g), torch.randn(5, 6, generator=g)
+    ref = fn(a, b)
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        out = f(a.to(DEV), b.to(DEV))
+    assert rec.aten["aten.copy.default"] >= 1 and not rec.fallbacks
+    assert pcc(out[0].cpu(), ref[0]) >= 0.999 and out[1].dtype == torch.int32
+    assert (out[1].cpu() - ref[1]).abs().max() <= 0.05 * ref[1].abs().max()

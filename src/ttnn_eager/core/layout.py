@@ -511,11 +511,18 @@ def table_parts(h: api.Handle) -> list:
     cached = _TABLE_PARTS.get(h)
     if cached is not None and cached[0] is h.tt:
         return cached[1]
+    # The first part is the value clamped to bfloat16's range: float32's largest magnitudes (a mask's
+    # finfo(float32).min) round to an infinite bfloat16, and the remainder x - (-inf) to +inf (-inf + inf: NaN in
+    # the sum; informer's ProbSparse mask under mixed storage). An infinite value is whole in the first two parts
+    # (BFLOAT16_MAX and the infinity), its third part 0 (inf - inf: NaN, zeroed); a NaN stays NaN in every part.
     parts, rest = [], ensure(h, TILE)
     for i in range(3):
-        part = _typecast(rest, api.BFLOAT16)
+        part = _typecast(api.run("clamp", rest, min=-BFLOAT16_MAX, max=BFLOAT16_MAX) if i == 0 else rest,
+                         api.BFLOAT16)
         if i < 2:
             rest = api.run("subtract", rest, _typecast(part, api.FLOAT32))
+        if i == 1:
+            rest = api.run("where", api.run("logical_and", api.run("isnan", rest), api.run("isinf", part)), 0.0, rest)
         _relayout(part, api.ROW_MAJOR)
         parts.append(part)
     _TABLE_PARTS[h] = (h.tt, parts)

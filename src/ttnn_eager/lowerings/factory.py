@@ -267,6 +267,22 @@ def copy_(dst, src, non_blocking=False):
     return cast(src, dst.dtype)
 
 
+@lowering(aten.copy.default, ttnn=["expand", "typecast", "from_torch", "to_torch"], mixed_devices=True, needs=STAGED,
+          notes="the functional copy_ (what aot_autograd's functionalization makes of x.copy_(y) and of an out= into "
+                "a view): src broadcast to self's shape and cast to its dtype, a new tensor on self's device")
+def copy(x, src, non_blocking=False):
+    if not is_handle(x):  # a CPU self: PyTorch's own copy on the host
+        return aten.copy.default(x, policy.download(src) if is_handle(src) else src)
+    shape = tuple(x.shape)
+    if not is_handle(src) or src.index != x.index:
+        capture.refuse("a copy from another device (its value would be frozen into the graph)")
+        value = torch.as_tensor(src if not is_handle(src) else api.download(src))
+        return policy.to_device(value.to(x.dtype).expand(shape).contiguous(), x.index)
+    from .views import expand
+    out = cast(src if tuple(src.shape) == shape else expand(policy.materialize(src), shape), x.dtype)
+    return share(out) if out is src else out
+
+
 @lowering(aten._local_scalar_dense.default, ttnn=["to_torch"],
           notes="a device-to-host sync (.item()), unless the value is known on the host (bounds)")
 def local_scalar_dense(x):

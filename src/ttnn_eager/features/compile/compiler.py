@@ -17,6 +17,8 @@ CUDA, and a replay is what a ttnn trace is).
 """
 from __future__ import annotations
 
+import torch
+
 from ...core import tensor as ttensor
 from . import passes
 from .replay import Replayed
@@ -44,8 +46,37 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
 
 def _compiler(kind: str, opts: dict):
     def compile_graph(gm, example_inputs):
+        if whole_ops(gm):
+            gm.recompile()
         if opts["fuse"]:
             passes.run(gm, example_inputs)
         on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
         return Replayed(gm, kind, replay=opts["replay"] and on_device)
     return compile_graph
+
+
+# Library ops that stand, under torch.compile only, for an aten op the backend lowers whole, as eager mode runs it:
+# transformers' mixture-of-experts layers call torch._grouped_mm eagerly, but under Dynamo with weights other than
+# bfloat16 their opaque custom op transformers::grouped_mm_fallback instead (a loop of one mm per expert into
+# slices of an output: per expert a slice, an mm and a copy, after functionalization; granitemoe's forward 423
+# TT-NN ops compiled against 401 eagerly). Same arguments, same result (the rows of each expert, sorted by
+# expert, times its weight).
+def _grouped_mm(node) -> None:
+    x, weight, offs = (list(node.args) + [node.kwargs.get(k) for k in ("input", "weight", "offs")][len(node.args):])
+    node.target, node.args, node.kwargs = torch.ops.aten._grouped_mm.default, (x, weight), {"offs": offs}
+
+
+WHOLE = {"transformers::grouped_mm_fallback": _grouped_mm}
+
+
+def whole_ops(gm) -> int:
+    """gm's library ops that have an aten op the backend lowers whole (WHOLE) replaced by it; how many."""
+    done = 0
+    for node in gm.graph.nodes:
+        name = node.target.name() if node.op == "call_function" and hasattr(node.target, "name") and \
+            callable(node.target.name) else None
+        if name in WHOLE:
+            WHOLE[name](node)
+            done += 1
+    return done
+
