@@ -716,3 +716,22 @@ def test_float32_rows_gathered_keep_the_largest_magnitudes_and_infinities(restor
         outs = [t.to(DEV)[idx.to(DEV)].cpu(), F.embedding(idx.to(DEV), t.to(DEV)).cpu()]
     for out in outs:
         assert torch.equal(out.isnan(), t[idx].isnan()) and torch.equal(out.nan_to_num(0), t[idx].nan_to_num(0))
+
+
+def test_a_reshape_to_tiny_trailing_dims_runs_row_major(restore_config):
+    """FalconH1's Mamba2 einsum 'bclhn,bcshn->bclsh' first unsqueezes C [b, c, l, s, h] to [..., h, 1]: under
+    float32 storage 2 GiB in TILE (each [h, 1] plane padded to whole tiles) for 64 MiB of values, out of the mock's
+    DRAM. Such a reshape runs ROW_MAJOR, as a permute does (layout.permute_layout): exact, its elements' size."""
+    from ttnn_eager.core.tensor import handle_of
+    from ttnn_eager.device import api
+    ttnn_eager.configure(float32_storage="float32")
+    x = torch.randn(4, 64, 64, 64)
+    y = x.to(DEV).unsqueeze(-1)
+    h = handle_of(y)
+    assert h.layout == api.ROW_MAJOR and api.device_bytes(h) < 8 << 20
+    assert torch.equal(y.cpu(), x.unsqueeze(-1))
+    assert handle_of(torch.randn(2, 24, 4, 16).to(DEV).unsqueeze(-1)).layout == api.TILE  # small: stays TILE
+    c, b = torch.randn(2, 1, 64, 16, 32), torch.randn(2, 1, 64, 16, 32, generator=torch.Generator().manual_seed(1))
+    with ttnn_eager.strict():
+        out = torch.einsum("bclhn,bcshn->bclsh", c.to(DEV), b.to(DEV)).cpu()
+    assert pcc(out, torch.einsum("bclhn,bcshn->bclsh", c, b)) > 0.99999

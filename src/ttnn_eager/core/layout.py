@@ -654,7 +654,9 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     16 MiB or more -- tiny last two dimensions of a high-rank result, e.g. Mamba2's chunked scan (FalconH1)
     einsum 'bclhn,bcshn->bclsh' permuting B to [b, h, l, n, 1, 1]: 32 GiB in TILE for 32 MiB of elements.
     Such a permute runs ROW_MAJOR (h converted in place, lossless); whoever needs the result TILE converts it,
-    usually after the reshape that folds the size-1 dimensions away (einsum's bmm)."""
+    usually after the reshape that folds the size-1 dimensions away (einsum's bmm). A reshape takes the same
+    rule: the same einsum first unsqueezes C [b, c, l, s, h] (TILE: 64 MiB in float32) to [b, c, l, s, h, 1],
+    2 GiB in TILE (FalconH1 out of the mock's DRAM under float32 storage), 64 MiB ROW_MAJOR."""
     if h.tt is None or h.layout != api.TILE or h.tt_dtype not in _ROW_MAJOR_TT:
         return h
     tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)
