@@ -1,7 +1,7 @@
 """Issue 23 item 9: the single ops transformer families fell back on (acos, erfinv, floor, round, powers with a
 tensor exponent, clamp with tensor bounds, logsumexp, var/std, flip, nonzero, repeat_interleave, advanced
 indexing after ':' and of integer tables, argmax of integers; then linalg_solve_triangular, unfold, as_strided
-aliases, bucketize, scatter_reduce amax/amin, nearest upsampling to any size, unique), each against PyTorch on
+aliases, bucketize, scatter_reduce amax/amin/prod, nearest upsampling to any size, unique), each against PyTorch on
 the CPU: CASES (read by tests/test_ops.py's guard), hypothesis properties (@covers), and the patterns the
 models use."""
 import pytest
@@ -170,6 +170,8 @@ CASES = {
                                                for inc in (True, False)),
                          [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1)),
                           (ints(4, 40, lo=-99, hi=99), ints(4, 33, hi=40), ints(4, 33, lo=-300, hi=300, seed=1))]),
+    "scatter_prod": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, "prod", include_self=inc) for inc in (True, False)),
+                     [(bf(4, 40), ints(4, 12, hi=40), bf(4, 12, seed=1)), (bf(3, 5), ints(3, 5, hi=5), bf(3, 5, seed=2))]),
     "segment_extremes": (lambda a, i, s: tuple(a.scatter_reduce(0, i, s, r, include_self=False) for r in ("amax", "amin")),
                          [(torch.zeros(12), ints(30, hi=12, seed=2), bf(30, seed=3))]),
     # deformable attention's sampling (issue 23): grid_sample, every mode the lowering takes
@@ -373,7 +375,7 @@ def test_solves_windows_and_buckets(n, cols, upper, left, unit, data):
 def test_scatter_extremes_and_nearest_sizes(shape, out, data):
     x, src = values(shape, data.draw), values(shape, data.draw)
     index = values(shape, data.draw, "nonneg") % shape[-1]
-    for reduce in ("amax", "amin"):
+    for reduce in ("amax", "amin") + (("prod",) if shape[-1] <= 16 else ()):
         include = data.draw(st.booleans())
         check(lambda a, i, s: a.scatter_reduce(-1, i, s, reduce, include_self=include), x, index, src)
     check(lambda a: (F.interpolate(a[None, None], size=(out, shape[1] + 1)), F.interpolate(a[None], size=out)), x)
@@ -429,9 +431,11 @@ def test_writes_through_unfold_and_strided_aliases_reach_the_base():
 
 def test_refused_forms_fall_back_counted():
     """What these lowerings refuse runs on the CPU fallback, counted, with PyTorch's values: a scatter_reduce
-    prod, bucketize of values and boundaries of two dtypes, a 3-D nearest resize by a non-integer factor."""
+    prod of integers or of more than 16 entries along dim, bucketize of values and boundaries of two dtypes, a 3-D
+    nearest resize by a non-integer factor."""
     x, i, s = bf(3, 8), ints(3, 5, hi=8), bf(3, 5, seed=1)
-    for fn, args in ((lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (x, i, s)),
+    for fn, args in ((lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (ints(3, 8, lo=-3, hi=4), i, ints(3, 5, lo=-3, hi=4))),
+                     (lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (x, ints(3, 17, hi=8), bf(3, 17, seed=1) * 0.1 + 1)),
                      (lambda a, b: torch.bucketize(a, b), (x, torch.tensor([0, 1]))),
                      (lambda a: F.interpolate(a, size=(3, 5, 7)), (bf(1, 2, 2, 3, 4),))):
         ttnn_eager.reset_stats()

@@ -371,3 +371,20 @@ def test_a_functionalized_copy_stays_on_the_device():
     assert rec.aten["aten.copy.default"] >= 1 and not rec.fallbacks
     assert pcc(out[0].cpu(), ref[0]) >= 0.999 and out[1].dtype == torch.int32
     assert (out[1].cpu() - ref[1]).abs().max() <= 0.05 * ref[1].abs().max()
+
+
+def test_a_view_traced_on_pytorchs_strides_runs_on_the_backends():
+    """aot_autograd traces with PyTorch's strides: x.transpose(1, 2) * y keeps the transposed strides, so the
+    reshape of its transpose back is traced as a view -- impossible on the backend's contiguous result ("view size
+    is not compatible": falcon_h1, granitemoehybrid, mamba2 compiled). A functionalized graph's views are values
+    (compiler.views_as_values): the CPU's result, on the device."""
+    def fn(x, y):
+        h = x.transpose(1, 2) * y
+        return torch.relu(h.transpose(1, 2).reshape(2, -1)) + 1
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(2, 24, 48, generator=g), torch.randn(48, 1, generator=g)
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict():
+        outs = [f(x.to(DEV), y.to(DEV)).cpu() for _ in range(3)]  # eager through the lowerings, captured, replayed
+    for out in outs:
+        assert pcc(out, fn(x, y)) >= 0.9999

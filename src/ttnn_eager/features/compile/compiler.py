@@ -50,6 +50,8 @@ def _compiler(kind: str, opts: dict):
             gm.recompile()
         if opts["fuse"]:
             passes.run(gm, example_inputs)
+        if views_as_values(gm):
+            gm.recompile()
         on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
         return Replayed(gm, kind, replay=opts["replay"] and on_device)
     return compile_graph
@@ -77,6 +79,23 @@ def whole_ops(gm) -> int:
             callable(node.target.name) else None
         if name in WHOLE:
             WHOLE[name](node)
+            done += 1
+    return done
+
+
+# aot_autograd traces on fake tensors with PyTorch's strides -- an elementwise result of a transposed input keeps
+# the input's permuted strides -- and makes a view of each reshape those strides allow. The backend's results
+# are contiguous whatever their inputs' strides (a ttnn tensor has no strides), so such a view can be impossible
+# at run time ("view size is not compatible with input tensor's size and stride": falcon_h1's, granitemoehybrid's
+# and mamba2's gated norm views the transposed output of a multiply). In a functionalized graph nothing writes
+# through a view, so a view is only its value: aten._unsafe_view, the same ttnn.reshape, with no alias to derive
+# from strides. (Eager mode decides reshape's view-or-copy on the backend's own strides and never meets this.)
+def views_as_values(gm) -> int:
+    """gm's aten.view nodes as aten._unsafe_view; how many."""
+    done = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten._unsafe_view.default
             done += 1
     return done
 
