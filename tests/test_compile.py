@@ -388,3 +388,25 @@ def test_a_view_traced_on_pytorchs_strides_runs_on_the_backends():
         outs = [f(x.to(DEV), y.to(DEV)).cpu() for _ in range(3)]  # eager through the lowerings, captured, replayed
     for out in outs:
         assert pcc(out, fn(x, y)) >= 0.9999
+
+
+def test_what_a_graph_computes_from_its_own_constants_is_computed_once():
+    """A model's torch.tensor(...) constant and what is computed from it alone (gemma3n's
+    Normal(0, 1).icdf(torch.tensor(0.95)) in every layer: an erfinv and its arithmetic) are folded into a constant
+    when the graph is compiled (compiler.fold_constants): no erfinv at the later calls, the CPU's values."""
+    def fn(x):
+        cut = torch.distributions.normal.Normal(0, 1).icdf(torch.tensor(0.95, device=x.device))
+        return torch.relu(x - x.mean(-1, keepdim=True) - x.std(-1, keepdim=True) * cut)
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(3))
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    recs = []
+    with torch.no_grad(), ttnn_eager.strict():
+        for _ in range(3):
+            with ttnn_eager.record_ops() as rec:
+                out = f(x.to(DEV)).cpu()
+            recs.append(rec)
+            assert pcc(out, fn(x)) >= 0.999
+    assert not recs[1].ttnn["erfinv"] and not recs[1].aten["aten.erfinv.default"], dict(recs[1].ttnn)
+    with torch.no_grad(), ttnn_eager.record_ops() as eager:
+        fn(x.to(DEV))
+    assert eager.ttnn["erfinv"] == 1 and sum(recs[1].ttnn.values()) < sum(eager.ttnn.values())

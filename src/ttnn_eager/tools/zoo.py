@@ -1495,10 +1495,10 @@ COMPILED_CALLS = 2  # the first call runs each graph eagerly through the lowerin
 def compare_compiled(model, dinputs: dict, ref, mask, rng, eager: dict) -> dict:
     """`model` (on the device) through torch.compile(backend="ttnn") called COMPILED_CALLS times on `dinputs`
     (each from the CPU generator state `rng`), each output against the CPU's `ref`: the compiled result --
-    the worst Pearson of the calls, the first call's fallbacks and op counts (the graphs' ops run eagerly
-    once: a forward's) -- with Dynamo's graphs, graph breaks and recompiles (graphs the later calls added),
-    the first call's seconds (compiling included), TT-NN ops compiled against `eager` (compare's result,
-    kept under "eager")."""
+    the worst Pearson of the calls, every call's fallbacks, the last call's op counts (a forward's: the first
+    call also computes what compiling folds into constants) -- with Dynamo's graphs, graph breaks and
+    recompiles (graphs the later calls added), the first call's seconds (compiling included), TT-NN ops
+    compiled against `eager` (compare's result, kept under "eager")."""
     from torch._dynamo.utils import counters as dynamo
     from ..features.inventory import record_ops
     torch._dynamo.reset()
@@ -1514,11 +1514,14 @@ def compare_compiled(model, dinputs: dict, ref, mask, rng, eager: dict) -> dict:
         seconds = time.perf_counter() - t0
         out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
         calls.append((compare_outputs(out, ref, mask), rec, seconds, dynamo["stats"]["unique_graphs"] - graphs))
-    (r, rec, seconds, graphs), later = calls[0], calls[1:]
+    (r, _, seconds, graphs), later, rec = calls[0], calls[1:], calls[-1][1]
     pearsons = [c[0]["pearson"] for c in calls]
+    fallbacks = collections.Counter()
+    for c in calls:
+        fallbacks.update(c[1].fallbacks)
     r.update(pearson=None if None in pearsons else min(pearsons, key=lambda p: p if p == p else -2.0),
              same_shapes_dtypes=all(c[0]["same_shapes_dtypes"] for c in calls),
-             fallbacks=dict(rec.fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
+             fallbacks=dict(fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
              ttnn_ops=sum(rec.ttnn.values()), graphs=graphs, recompiles=sum(c[3] for c in later),
              graph_breaks=sum(dynamo["graph_break"].values()), compile_s=round(seconds, 2),
              eager={k: eager[k] for k in ("pearson", "fallbacks", "aten_ops", "ttnn_ops")})

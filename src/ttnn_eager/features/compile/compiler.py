@@ -50,7 +50,7 @@ def _compiler(kind: str, opts: dict):
             gm.recompile()
         if opts["fuse"]:
             passes.run(gm, example_inputs)
-        if views_as_values(gm):
+        if views_as_values(gm) + fold_constants(gm):
             gm.recompile()
         on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
         return Replayed(gm, kind, replay=opts["replay"] and on_device)
@@ -98,4 +98,51 @@ def views_as_values(gm) -> int:
             node.target = torch.ops.aten._unsafe_view.default
             done += 1
     return done
+
+
+# A model's own constants (torch.tensor(...) in its forward: lifted into the graph as tensor attributes) and what
+# is computed from them alone are the same at every call: computed once here, when the graph is compiled, and
+# kept as constants of the graph. Eager mode computes them at every forward (gemma3n's _gaussian_topk:
+# Normal(0, 1).icdf(torch.tensor(0.95)) -- an erfinv and its arithmetic in each of 8 layers). Ops with random
+# results (nondeterministic_seeded) are left in the graph.
+def _foldable(node, constant) -> bool:
+    if node.op != "call_function" or getattr(node.target, "is_view", False):
+        return False
+    inputs = node.all_input_nodes
+    if not inputs or not all(n in constant for n in inputs):
+        return False
+    tags = getattr(node.target, "tags", ())
+    schema = getattr(node.target, "_schema", None)
+    mutates = schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    return torch.Tag.nondeterministic_seeded not in tags and not mutates
+
+
+def fold_constants(gm) -> int:
+    """gm's nodes computed from its tensor constants alone replaced by their values (new tensor constants);
+    how many nodes were folded."""
+    import functools
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    from torch.fx.node import map_arg
+    constant, folded = {}, 0
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = functools.reduce(getattr, node.target.split("."), gm)
+            if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+                constant[node] = value
+        elif _foldable(node, constant):
+            with torch.no_grad(), unset_fake_temporarily():
+                constant[node] = node.target(*map_arg(node.args, constant.__getitem__),
+                                             **map_arg(node.kwargs, constant.__getitem__))
+    for node in list(constant):
+        value = constant[node]
+        if node.op == "get_attr" or not isinstance(value, torch.Tensor) or all(u in constant for u in node.users):
+            continue
+        name = f"_ttnn_folded_{folded}"
+        gm.register_buffer(name, value)
+        with gm.graph.inserting_before(node):
+            node.replace_all_uses_with(gm.graph.get_attr(name))
+        folded += 1
+    if folded:
+        gm.graph.eliminate_dead_code()
+    return folded
 
