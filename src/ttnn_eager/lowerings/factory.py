@@ -201,9 +201,13 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     policy.check_dtype(dtype)
     if 0 in h.shape:  # no elements: nothing to convert (ttnn's typecast cannot take a zero-size tensor)
         return policy.to_device(torch.empty(h.shape, dtype=dtype), h.index)
-    if h.dtype.is_complex and not dtype.is_complex:  # PyTorch's cast: the real parts; to bool: z != 0
-        from .complex import abs as complex_abs
-        h = complex_abs(h) if dtype == torch.bool else policy.retag(h, torch.float32)
+    if h.dtype.is_complex and dtype == torch.bool:  # z != 0: either part non-zero (the pair's max of |part|)
+        from .views import reshape, slice_handle
+        pair = policy.ensure(policy.as_pair(policy.materialize(h)), TILE)
+        re, im = (api.run("abs", slice_handle(pair, -1, k, k + 1)) for k in (0, 1))
+        h = reshape(policy.retag(api.run("maximum", re, im), torch.float32), list(h.shape))
+    elif h.dtype.is_complex and not dtype.is_complex:  # PyTorch's cast: the real parts
+        h = policy.retag(h, torch.float32)
         if h.dtype == dtype:
             return h
     if dtype == torch.bool:
