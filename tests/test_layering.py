@@ -157,3 +157,38 @@ def test_serving_imports_its_layers_and_its_libraries_lazily():
                     found.append(f"{module}:{node.lineno} imports {name} at module level")
     assert found == []
     assert any(m.startswith(SERVING) for m, _, _ in _modules())
+
+
+def _lowering_imports() -> dict:
+    """lowerings module -> the lowerings modules it imports (module-level and function-level)."""
+    graph = {}
+    for path in sorted((PACKAGE / "lowerings").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        deps = graph.setdefault(path.stem, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+    return graph
+
+
+def test_the_lowerings_import_each_other_without_a_cycle():
+    """The lowerings form one direction too (complex.py, the complex forms of the factories, views and padding,
+    sits above them; factory.py's complex -> bool cast tests the parts itself instead of importing complex's
+    abs): an import cycle, even through a function-level import, is reported with its path."""
+    graph = _lowering_imports()
+    assert "factory" in graph["complex"] and "complex" not in graph["factory"]
+
+    def cycle_from(start):
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    return path + [start]
+                if nxt in graph and nxt not in path:
+                    stack.append((nxt, path + [nxt]))
+        return None
+
+    cycles = [c for c in map(cycle_from, sorted(graph)) if c]
+    assert not cycles, " ; ".join(" -> ".join(c) for c in cycles)

@@ -398,7 +398,7 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                               torch.ones(4, 3, device=x.device)[i.abs() % 4]),
     "factories": lambda x, i: (torch.zeros_like(x), torch.ones_like(i), torch.full_like(x, 2.0), torch.empty_like(x).fill_(1),
                                x.new_zeros(x.shape), x.new_ones(x.shape), x.new_full(x.shape, 3), x.new_empty(x.shape).zero_(),
-                               x.to(torch.int32), i.to(torch.float32), x.to(torch.bool), x.clone().copy_(x + 1),
+                               x.to(torch.int32), i.to(torch.float32), x.to(torch.bool), x.clone().copy_(x + 1), aten.copy(x, i),
                                torch.zeros(x.shape, device=x.device), torch.ones(x.shape, device=x.device),
                                torch.full(x.shape, 1.5, device=x.device), torch.arange(x.numel(), device=x.device),
                                torch.empty(x.shape, device=x.device).zero_(), torch.scalar_tensor(2.0, device=x.device),

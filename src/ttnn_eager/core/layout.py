@@ -511,11 +511,18 @@ def table_parts(h: api.Handle) -> list:
     cached = _TABLE_PARTS.get(h)
     if cached is not None and cached[0] is h.tt:
         return cached[1]
+    # The first part is the value clamped to bfloat16's range: float32's largest magnitudes (a mask's
+    # finfo(float32).min) round to an infinite bfloat16, and the remainder x - (-inf) to +inf (-inf + inf: NaN in
+    # the sum; informer's ProbSparse mask under mixed storage). An infinite value is whole in the first two parts
+    # (BFLOAT16_MAX and the infinity), its third part 0 (inf - inf: NaN, zeroed); a NaN stays NaN in every part.
     parts, rest = [], ensure(h, TILE)
     for i in range(3):
-        part = _typecast(rest, api.BFLOAT16)
+        part = _typecast(api.run("clamp", rest, min=-BFLOAT16_MAX, max=BFLOAT16_MAX) if i == 0 else rest,
+                         api.BFLOAT16)
         if i < 2:
             rest = api.run("subtract", rest, _typecast(part, api.FLOAT32))
+        if i == 1:
+            rest = api.run("where", api.run("logical_and", api.run("isnan", rest), api.run("isinf", part)), 0.0, rest)
         _relayout(part, api.ROW_MAJOR)
         parts.append(part)
     _TABLE_PARTS[h] = (h.tt, parts)
@@ -647,7 +654,9 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     16 MiB or more -- tiny last two dimensions of a high-rank result, e.g. Mamba2's chunked scan (FalconH1)
     einsum 'bclhn,bcshn->bclsh' permuting B to [b, h, l, n, 1, 1]: 32 GiB in TILE for 32 MiB of elements.
     Such a permute runs ROW_MAJOR (h converted in place, lossless); whoever needs the result TILE converts it,
-    usually after the reshape that folds the size-1 dimensions away (einsum's bmm)."""
+    usually after the reshape that folds the size-1 dimensions away (einsum's bmm). A reshape takes the same
+    rule: the same einsum first unsqueezes C [b, c, l, s, h] (TILE: 64 MiB in float32) to [b, c, l, s, h, 1],
+    2 GiB in TILE (FalconH1 out of the mock's DRAM under float32 storage), 64 MiB ROW_MAJOR."""
     if h.tt is None or h.layout != api.TILE or h.tt_dtype not in _ROW_MAJOR_TT:
         return h
     tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)

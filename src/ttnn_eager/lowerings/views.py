@@ -45,6 +45,7 @@ def reshape(x: api.Handle, shape) -> api.Handle:
         return x
     if x.tt is None or x.shape.numel() == 0:
         return _without_data(x, shape)
+    x = policy.permute_layout(x, shape)  # (a tiny-last-dimensions result: ROW_MAJOR, as a permute's)
     out = api.run("reshape", x, tuple(shape) or (1,))
     out.shape = torch.Size(shape)
     return same_values(out, x)

@@ -16,15 +16,17 @@
                     [--batch B] [--size S] [--strict] [--json]
     ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
     ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
-    ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static]
+    ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static] [--mesh RxC]
                     [--mode greedy|sample|beam] [--float32-storage bfloat16|float32|mixed] [--strict] [--json]
     ttnn-eager docs [--check] [--models] [--zoo]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or
                     check them); --models: docs/models.md, the Hugging Face family matrix (measured); --zoo:
                     docs/zoo.md from docs/zoo.json (and docs/zoo_vision.json)
     ttnn-eager zoo [--vision] [--json PATH] [--only A,B] [--limit N] [--shuffle] [--timeout S] [--redo] [--redo-class C] [--recycle N]
-                    [--nice N] [--bfloat16-cpu] [--docs]   every transformers model type (--vision: torchvision
+                    [--nice N] [--bfloat16-cpu] [--compile] [--docs]   every transformers model type (--vision: torchvision
                     model) on ttnn:0 against the CPU, in a worker subprocess (crashes and timeouts recorded), resumable;
-                    --bfloat16-cpu: the CPU in bfloat16 in place of ttnn:0 (docs/zoo_bfloat16_cpu.json)
+                    --bfloat16-cpu: the CPU in bfloat16 in place of ttnn:0 (docs/zoo_bfloat16_cpu.json);
+                    --compile: each model compiled with backend="ttnn" too, TT-NN ops compiled vs eager
+                    (docs/zoo_compile.json)
     ttnn-eager serve [--model PATH] [--device ttnn:0|cpu] [--host 127.0.0.1] [--port N] [--max-memory-percent F]
                     [--max-batch-tokens N] [--block-size N]   transformers' own server (/v1/completions,
                     /v1/chat/completions, streaming) with continuous batching on the device; with no --model, a
@@ -339,7 +341,11 @@ def cmd_zoo(args) -> int:
     source = "torchvision" if args.vision else "transformers"
     if args.bfloat16_cpu and args.vision:
         raise SystemExit("ttnn-eager zoo: --bfloat16-cpu measures the transformers entries only")
-    path = args.json or (zoo.BFLOAT16_CPU_JSON if args.bfloat16_cpu else zoo.VISION_JSON if args.vision else zoo.JSON)
+    if args.bfloat16_cpu and args.compile:
+        raise SystemExit("ttnn-eager zoo: --compile measures ttnn:0, --bfloat16-cpu the CPU: one of them")
+    path = args.json or (zoo.BFLOAT16_CPU_JSON if args.bfloat16_cpu else
+                         (zoo.COMPILE_VISION_JSON if args.vision else zoo.COMPILE_JSON) if args.compile else
+                         zoo.VISION_JSON if args.vision else zoo.JSON)
     names = zoo.entries(source)
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -352,7 +358,8 @@ def cmd_zoo(args) -> int:
         names = names[:args.limit]
     data = zoo.sweep(names, path, timeout=args.timeout, redo=args.redo, recycle=args.recycle, nice=args.nice,
                      source=source, log=lambda m: print(m, file=sys.stderr, flush=True),
-                     redo_classes=tuple(args.redo_class or ()), bfloat16_cpu=args.bfloat16_cpu)
+                     redo_classes=tuple(args.redo_class or ()), bfloat16_cpu=args.bfloat16_cpu,
+                     compiled=args.compile)
     if args.docs:
         zoo.write_doc()
     tot = zoo.totals(data["results"])
@@ -457,6 +464,10 @@ def main(argv=None) -> int:
     p.add_argument("--nice", type=int, default=0, help="niceness of the worker")
     p.add_argument("--bfloat16-cpu", action="store_true", help="the CPU in bfloat16 in place of ttnn:0 "
                    "(docs/zoo_bfloat16_cpu.json): what bfloat16 arithmetic alone allows")
+    p.add_argument("--compile", action="store_true",
+                   help='each model compiled with torch.compile(backend="ttnn") too, classified by its compiled '
+                        'result, with graphs, graph breaks, recompiles, compile seconds and TT-NN ops compiled '
+                        'against eager (docs/zoo_compile.json, --vision: docs/zoo_compile_vision.json)')
     p.add_argument("--docs", action="store_true", help="then write docs/zoo.md")
     p.set_defaults(fn=cmd_zoo)
     p = sub.add_parser("serve", help="transformers' OpenAI-compatible server (continuous batching) with its model "
