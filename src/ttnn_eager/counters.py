@@ -4,6 +4,8 @@
     ttnn_ops            ttnn op calls made by the device API (conversions included)
     fallbacks           aten ops run on the CPU because no lowering exists
     layout_conversions  ROW_MAJOR <-> TILE and dtype conversions made by the layout policy
+    nchw_conversions    channels-last images (a convolution's or pool's result kept as TT-NN wrote it) permuted
+                        to NCHW on the device for an op that needs NCHW (core/layout.py, to_nchw)
     host_to_device      tensors uploaded (ttnn.from_torch)
     device_to_host      tensors downloaded (ttnn.to_torch): outputs, prints, .item(), syncs
     graph_replays       replays of torch.compile(backend="ttnn") graphs (features/compile)
@@ -25,7 +27,8 @@ from __future__ import annotations
 import collections
 
 # aten_ops and ttnn_ops are the sums of the per-op Counters below (one increment per op, not two)
-counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "host_to_device", "device_to_host",
+counts: dict[str, int] = dict.fromkeys(("fallbacks", "layout_conversions", "nchw_conversions", "host_to_device",
+                                        "device_to_host",
                                         "graph_replays", "compiled_eager_calls", "graph_recaptures",
                                         "collectives", "collective_d2h_bytes", "collective_h2d_bytes"), 0)
 aten_calls: collections.Counter = collections.Counter()  # id(aten op) -> calls

@@ -95,6 +95,8 @@ class _Call:
                 self.complex = True
                 return h
             if need.dtype == "promote":
+                if not need.channels_last and len(h.shape) == 4 and h.tt is not None and layout.is_channels_last(h):
+                    layout.to_nchw(h)  # (layout.py: channels-last residency)
                 self.promote.append(h)
                 return h
             return layout.ensure(h, need)
@@ -429,6 +431,7 @@ def _dispatch(func, args, kwargs):
             tt = h.tt
             if h.source is None and tt is not None and (index is None or h.index == index) \
                     and h.dtype is not _C64 and layout.satisfies(tt, need) \
+                    and (need.channels_last or len(h.shape) != 4 or not layout.is_channels_last(h)) \
                     and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
                 if need.dtype == "promote":
                     promote.append(h)

@@ -135,6 +135,7 @@ class Need:
     name: str
     layout: object = None   # api.TILE / api.ROW_MAJOR / None (keep)
     dtype: str = "keep"     # "keep" | "float" | "promote" | "signed" | "uint32" | "bfloat16"
+    channels_last: bool = False  # a channels-last image is taken as it is (see "Channels-last residency")
 
     def __repr__(self):
         return self.name
@@ -148,6 +149,11 @@ SIGNED = Need("SIGNED", api.TILE, "signed")
 INDEX = Need("INDEX", None, "uint32")
 TABLE = Need("TABLE", api.ROW_MAJOR, "bfloat16")
 STAGED = Need("STAGED")
+# the same, taking a channels-last image as it is (the lowering reads it through `flat`): convolutions, pools,
+# eval batch norm, pointwise ops (`keeps_channels_last`)
+TILE_CL = Need("TILE|NHWC", api.TILE, channels_last=True)
+TILE_FLOAT_CL = Need("TILE_FLOAT|NHWC", api.TILE, "float", True)
+PROMOTE_CL = Need("PROMOTE|NHWC", api.TILE, "promote", True)
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}
@@ -472,6 +478,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
         if need.layout is api.TILE and is_packed_column(h):
             return ensure(_unpacked_column(h), need)
         materialize(h)
+    elif not need.channels_last and len(h.shape) == 4 and is_channels_last(h):
+        to_nchw(h)
     if satisfies(h.tt, need):
         return h  # the common case
     if need.dtype == "float" and not is_float(h.tt_dtype):
@@ -571,6 +579,93 @@ def as_integer(h: api.Handle, tt_dtype=api.INT32) -> api.Handle:
 
 def signed(h: api.Handle) -> api.Handle:
     return ensure(h, SIGNED)
+
+
+# ----------------------------------------------------------------------------------------------- channels-last residency
+# TT-NN's sliding-window ops (conv2d, max_pool2d, ...) read an image channels-last, flattened to [1, 1, N*H*W, C],
+# and write [1, 1, N*OH*OW, O]. Their result stays so on the device while PyTorch sees the NCHW tensor
+# [N, O, OH, OW]: the handle's torch shape is NCHW, its device tensor the flat NHWC one. That is the whole
+# record -- a 4-d handle whose device tensor is [1, 1, N*H*W, C] where its shape is [N, C, H, W] (and the two
+# differ; where they do not, both readings are the same values) -- so it travels with the device tensor:
+# Handle.shared, assign and retag keep it, an in-place write replaces it. Nothing else makes a 4-d handle
+# whose device shape differs from its own.
+#
+# Who takes it as it is: lowerings whose Need says channels_last (convolution, max/avg pooling, eval batch
+# norm, and the pointwise ops wrapped by `keeps_channels_last`: relu, add, ... of channels-last operands of
+# one shape give a channels-last result). Every other use gets the NCHW tensor: `ensure` permutes it once,
+# in place (to_nchw, counted in nchw_conversions: the handle then stays NCHW, and so every later reader,
+# a view's re-derivation included, sees NCHW), and the device API's download reads it back to NCHW on the
+# host (a user's .cpu(), the CPU fallback: no device op).
+
+def is_channels_last(h: api.Handle) -> bool:
+    """h (a 4-d handle with a device tensor) is stored channels-last: see above."""
+    s = h.tt.shape
+    hs = h.shape
+    if len(s) != 4 or (s[2] == hs[2] and s[3] == hs[3] and s[0] == hs[0] and s[1] == hs[1]):
+        return False
+    n, c, height, width = hs
+    return s[0] == 1 and s[1] == 1 and s[2] == n * height * width and s[3] == c
+
+
+def channels_last(flat_h: api.Handle, shape) -> api.Handle:
+    """The flat channels-last result `flat_h` ([1, 1, N*H*W, C], from a sliding-window op) as the NCHW
+    tensor [N, C, H, W] PyTorch sees (the same device tensor)."""
+    n, c, height, width = shape
+    assert tuple(flat_h.tt.shape) == (1, 1, n * height * width, c), (tuple(flat_h.tt.shape), shape)
+    flat_h.shape = torch.Size(shape)
+    return flat_h
+
+
+def flat(h: api.Handle) -> api.Handle:
+    """A channels-last handle as its device tensor's own shape [1, 1, N*H*W, C] (a new handle, same tensor)."""
+    f = h.shared()
+    f.shape = api.shape_of(h.tt)
+    return f
+
+
+def nhwc(h: api.Handle) -> api.Handle:
+    """An NCHW image h [N, C, H, W] (TILE) as the flat channels-last [1, 1, N*H*W, C] sliding-window ops
+    read (h itself, flat, when it is stored so; else one permute and one reshape)."""
+    if is_channels_last(h):
+        return flat(h)
+    n, c, height, width = h.shape
+    if c == 1 or height * width == 1:  # the same values in either order
+        return api.run("reshape", h, (1, 1, n * height * width, c))
+    return api.run("reshape", api.run("permute", h, (0, 2, 3, 1)), (1, 1, n * height * width, c))
+
+
+def to_nchw(h: api.Handle) -> api.Handle:
+    """A channels-last h stored NCHW, in place (a reshape and a permute on the device: counted in
+    nchw_conversions; a 1x1 image or a single channel is a reshape only)."""
+    n, c, height, width = h.shape
+    f = flat(h)
+    if c == 1 or height * width == 1:
+        new = api.run("reshape", f, (n, c, height, width))
+    else:
+        new = api.run("permute", api.run("reshape", f, (n, height, width, c)), (0, 3, 1, 2))
+    counters.counts["nchw_conversions"] += 1
+    h.tt, h.shadow, h.root = new.tt, new.shadow, new.root
+    return h
+
+
+def keeps_channels_last(fn):
+    """A pointwise lowering (unary, or binary of operands of one shape) that keeps the channels-last storage:
+    when its handle operands are channels-last images of one shape (the others Python numbers), it computes on
+    their flat form and its result is channels-last too; when only some are, those are made NCHW first (one
+    permute each, to_nchw). Registered with a channels_last Need (TILE_CL, TILE_FLOAT_CL, PROMOTE_CL)."""
+    @functools.wraps(fn)
+    def lower(*args, **kwargs):
+        marked = [type(a) is api.Handle and a.tt is not None and len(a.shape) == 4 and is_channels_last(a)
+                  for a in args]
+        if not any(marked):
+            return fn(*args, **kwargs)
+        handles = [a for a in args if type(a) is api.Handle]
+        shape = args[marked.index(True)].shape
+        if sum(marked) == len(handles) and all(a.shape == shape for a in handles):
+            out = fn(*(flat(a) if m else a for a, m in zip(args, marked)), **kwargs)
+            return channels_last(out, shape)
+        return fn(*(to_nchw(a) if m else a for a, m in zip(args, marked)), **kwargs)
+    return lower
 
 
 def ensure_promoted(handles: list) -> list:

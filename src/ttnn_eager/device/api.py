@@ -546,6 +546,10 @@ def download(h: Handle, via=None) -> torch.Tensor:
         kept = BACKEND.read(h)
     if h.dtype is torch.complex64:  # stored as its real pair [*shape, 2] (core/layout.py)
         return torch.view_as_complex(kept.reshape(*h.shape, 2).to(torch.float32).contiguous()).clone()
+    if len(h.shape) == 4 and kept.dim() == 4 and kept.shape != h.shape and kept.shape[:2] == (1, 1) \
+            and kept.shape[3] == h.shape[1]:  # a channels-last image (core/layout.py): NCHW on the host
+        n, c, height, width = h.shape
+        return kept.reshape(n, height, width, c).permute(0, 3, 1, 2).to(h.dtype).contiguous()
     return _own(kept.reshape(h.shape).to(h.dtype), kept)
 
 

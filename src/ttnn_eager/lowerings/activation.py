@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.layout import TILE_FLOAT
+from ..core.layout import TILE_FLOAT, TILE_FLOAT_CL, keeps_channels_last
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import dim
@@ -40,12 +40,14 @@ def celu(x, alpha=1.0):
     return elu(x, alpha, 1.0, 1.0 / _f(alpha))
 
 
-@lowering(aten.hardswish.default, ttnn=["hardswish"], needs=TILE_FLOAT)
+@lowering(aten.hardswish.default, ttnn=["hardswish"], needs=TILE_FLOAT_CL, notes="channels-last images stay so")
+@keeps_channels_last
 def hardswish(x):
     return api.run("hardswish", x)
 
 
-@lowering(aten.hardsigmoid.default, ttnn=["hardsigmoid"], needs=TILE_FLOAT)
+@lowering(aten.hardsigmoid.default, ttnn=["hardsigmoid"], needs=TILE_FLOAT_CL, notes="channels-last images stay so")
+@keeps_channels_last
 def hardsigmoid(x):
     return api.run("hardsigmoid", x)
 

@@ -30,7 +30,7 @@ import weakref
 import torch
 
 from ..core import layout as policy
-from ..core.layout import STAGED, TILE_FLOAT
+from ..core.layout import STAGED, TILE_FLOAT, TILE_FLOAT_CL
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .views import reshape
@@ -53,9 +53,10 @@ def _write(h: api.Handle, value: api.Handle) -> None:
     h.version += 1
 
 
-def _fold(x, weight, bias, mean, var, eps):
-    """(scale, shift) of eval batch norm as [1, C, 1], folded once per parameter versions (one form per
-    running mean and eps, made again when a parameter is replaced or written)."""
+def _fold(x, weight, bias, mean, var, eps, rows: bool = False):
+    """(scale, shift) of eval batch norm as [1, C, 1] -- or, `rows`, as [1, C] rows for a channels-last input
+    -- folded once per parameter versions (one form per running mean, eps and shape, made again when a
+    parameter is replaced or written)."""
     c = x.shape[1]
     parts = (weight, bias, mean, var)
     versions = tuple(None if p is None else p.version for p in parts)
@@ -69,6 +70,8 @@ def _fold(x, weight, bias, mean, var, eps):
             scale = torch.rsqrt(v + float(eps))
             scale = scale * w if w is not None else scale
             shift = b - m * scale if b is not None else -(m * scale)
+            if rows:
+                scale, shift = scale.reshape(1, -1), shift.reshape(1, -1)
             return (policy.pack(scale, x.index, x.dtype), policy.pack(shift, x.index, x.dtype),
                     refs, versions)
         w, b, m, v = (None if p is None else policy.ensure(p, TILE_FLOAT) for p in parts)
@@ -76,23 +79,35 @@ def _fold(x, weight, bias, mean, var, eps):
         scale = api.run("multiply", inv, w) if w is not None else inv
         shift = api.run("multiply", m, scale)
         shift = api.run("subtract", b, shift) if b is not None else api.run("neg", shift)
+        if rows:
+            return reshape(scale, (1, c)), reshape(shift, (1, c)), refs, versions
         return _channels(scale, c), _channels(shift, c), refs, versions
 
     def stale(form):  # a parameter replaced (another tensor, perhaps at the same id) or written since
         return form[3] != versions or any((r is None) != (p is None) or (r is not None and r() is not p)
                                           for r, p in zip(form[2], parts))
 
-    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps), x.dtype), fold, stale)
+    scale, shift, _, _ = policy.prepared(mean, ("batch_norm", float(eps), x.dtype, rows), fold, stale)
     if api.recording is None:
         for p in parts:  # the folded form replaces them on the device
             if p is not None and p.tt is not None:
                 api.release(p)
-    if type(scale) is not api.Handle:  # packed columns: one slice each
+    if type(scale) is not api.Handle and rows:  # packed rows: one slice each
+        scale, shift = policy.unpack(scale), policy.unpack(shift)
+    elif type(scale) is not api.Handle:  # packed columns: one slice each
         scale, shift = (_channels(policy.unpack(e), c) for e in (scale, shift))
     return scale, shift
 
 
+def _resident(x) -> bool:
+    return x.tt is not None and len(x.shape) == 4 and policy.is_channels_last(x)
+
+
 def _eval(x, weight, bias, mean, var, eps):
+    if _resident(x):  # channels-last [1, 1, N*H*W, C] (layout.py): the rows broadcast over the pixels
+        scale, shift = _fold(x, weight, bias, mean, var, eps, rows=True)
+        out = api.run("add", api.run("multiply", policy.flat(x), scale), shift)
+        return policy.channels_last(out, x.shape), _empty(x), _empty(x)
     n, c = x.shape[0], x.shape[1]
     x3 = reshape(x, (n, c, -1))
     scale, shift = _fold(x, weight, bias, mean, var, eps)
@@ -109,6 +124,8 @@ def _stats(x3, dims):
 
 
 def _train(x, weight, bias, running_mean, running_var, momentum, eps):
+    if _resident(x):
+        policy.to_nchw(x)  # (batch statistics are reduced in NCHW)
     weight, bias, running_mean, running_var = (None if p is None else policy.ensure(p, TILE_FLOAT)
                                                for p in (weight, bias, running_mean, running_var))
     n, c = x.shape[0], x.shape[1]
@@ -139,7 +156,7 @@ def _affine(out, weight, bias, c):
 
 
 # the input on the device; weight, bias and statistics as they are (staged once folded: see the docstring)
-_NEEDS = {"input": TILE_FLOAT, "*": STAGED}
+_NEEDS = {"input": TILE_FLOAT_CL, "*": STAGED}
 
 
 def _check(x):

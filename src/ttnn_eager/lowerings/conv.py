@@ -85,7 +85,7 @@ import math
 import torch
 
 from ..core import layout as policy
-from ..core.layout import STAGED, TILE_FLOAT
+from ..core.layout import PROMOTE_CL, STAGED, TILE_FLOAT, TILE_FLOAT_CL
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import batch_chunks
@@ -234,10 +234,23 @@ def _pointwise_matmul(x, weight, bias):
     module docstring); NCHW in and out (a 1x1 image, squeeze-excitation's, needs no permute)."""
     n, c, h, w = x.shape
     o = weight.shape[0]
-    pixels = reshape(x, (n, c)) if h * w == 1 else reshape(permute_handle(x, (0, 2, 3, 1)), (n * h * w, c))
     kernel, transpose_b = policy.pack_matrix(weight)
-    out = matmul_handles(pixels, kernel, transpose_b, None if bias is None else policy.pack_row(bias))
-    return reshape(out, (n, o, 1, 1)) if h * w == 1 else permute_handle(reshape(out, (n, h, w, o)), (0, 3, 1, 2))
+    row = None if bias is None else policy.pack_row(bias)
+    if h * w > 1:  # the pixels [1, 1, N*H*W, C] channels-last; so is the result (layout.py)
+        return policy.channels_last(matmul_handles(policy.nhwc(x), kernel, transpose_b, row), (n, o, h, w))
+    return reshape(matmul_handles(reshape(x, (n, c)), kernel, transpose_b, row), (n, o, 1, 1))
+
+
+def _one_d(out, n: int, o: int, length: int):
+    """A conv1d's result [N, O, 1, L] as [N, O, L] (made NCHW first when it is channels-last: layout.py)."""
+    if _resident(out):
+        policy.to_nchw(out)
+    return reshape(out, (n, o, length))
+
+
+def _resident(x) -> bool:
+    """x (a 4-d image on the device) is stored channels-last (layout.py: channels-last residency)."""
+    return x.tt is not None and len(x.shape) == 4 and policy.is_channels_last(x)
 
 
 def _grouped_pointwise(x, weight, bias, groups: int):
@@ -317,7 +330,7 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 
 @lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat",
                                          "mul", "sum", "add", "linear", "matmul"],
-          needs={"input": TILE_FLOAT, "weight": STAGED, "bias": STAGED},
+          needs={"input": TILE_FLOAT_CL, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise and narrow grouped ones (groups of fewer than 32 channels) as a "
                 "sum of shifted windows times a packed kernel (full, slice, concat, mul, sum); small 1x1 ones as "
@@ -330,6 +343,8 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     one_d = len(weight.shape) == 3
+    if _resident(x) and not _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups):
+        policy.to_nchw(x)  # (the routes below that permute NCHW themselves)
     if one_d:  # conv1d: [N, C, L] as [N, C, 1, L]
         x = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
         stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
@@ -345,7 +360,7 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         raise RuntimeError(f"Calculated output size: ({out_channels}x{oh}x{ow}). Output size is too small")
     if transposed and _depthwise(x, weight, groups):
         out = _depthwise_transposed(x, weight, bias, (kh, kw), stride, padding, dilation, output_padding, oh, ow)
-        return reshape(out, (n, out_channels, ow)) if one_d else out
+        return _one_d(out, n, out_channels, ow) if one_d else out
     transform = None
     if transposed and (groups != 1 or any(d != 1 for d in dilation)):  # a convolution of the spread input
         x = _spread(x, stride, (kh, kw), padding, dilation, output_padding)
@@ -357,18 +372,20 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                             padding, dilation, oh, ow, groups=groups)
                  for b0, b1 in batch_chunks(n, max(1, TAPS_WINDOWS // per_image))]
         out = parts[0] if len(parts) == 1 else cat(parts, 0)
-        return reshape(out, (n, out_channels, ow)) if one_d else out
+        return _one_d(out, n, out_channels, ow) if one_d else out
     elif (not transposed and groups > 1 and _pointwise((kh, kw), stride, padding) and (c // groups) % 32 == 0
           and weight.host is not None):
         out = _grouped_pointwise(x, weight, bias, groups)
-        return reshape(out, (n, out_channels, ow)) if one_d else out
+        return _one_d(out, n, out_channels, ow) if one_d else out
     elif (not transposed and groups == 1 and _pointwise((kh, kw), stride, padding) and weight.host is not None
           and policy.packs_matrix(out_channels, c, bias is not None, x.index)):
         out = _pointwise_matmul(x, weight, bias)
-        return reshape(out, (n, out_channels, ow)) if one_d else out
+        return _one_d(out, n, out_channels, ow) if one_d else out
     width = ow  # the output's width: TT-NN's (narrow: widened, then cropped back below)
     if not transposed and not _pointwise((kh, kw), stride, padding) and ow < MIN_OUTPUT_WIDTH:
         width = MIN_OUTPUT_WIDTH
+        if _resident(x):
+            policy.to_nchw(x)
         x = constant_pad_nd(x, (0, (width - ow) * stride[1], 0, 0))  # zero columns after the last window
         n, c, h, w = x.shape
     spec = dict(in_channels=c, out_channels=out_channels, batch_size=n, input_height=h, input_width=w,
@@ -378,10 +395,13 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
     extra = {"mirror_kernel": True} if transposed else _row_slices(oh, kw, c // groups, width, x.tt_dtype)
     rows = []
-    for b0, b1 in _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype):
+    batches = _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype)
+    if len(batches) > 1 and _resident(x):
+        policy.to_nchw(x)  # (sliced by images below)
+    for b0, b1 in batches:
         part_x = x if b1 - b0 == n else slice_handle(x, 0, b0, b1)
         nb = b1 - b0
-        flat = reshape(permute_handle(part_x, (0, 2, 3, 1)), (1, 1, nb * h * w, c))
+        flat = policy.nhwc(part_x)
         outs = []
         for first, end in chunks:  # (one chunk: the whole convolution)
             part, part_spec, part_flat = None, dict(spec, batch_size=nb), flat
@@ -396,12 +416,14 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
             out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
                           bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
                           conv_config=_config(x.tt_dtype), **part_spec, **extra)
+            if len(batches) == 1 and len(chunks) == 1 and width == ow and not one_d:
+                return policy.channels_last(out, (n, out_channels, oh, ow))  # stays channels-last (layout.py)
             outs.append(reshape(out, (nb, oh, width, part_spec["out_channels"])))
         rows.append(outs[0] if len(outs) == 1 else cat(outs, 3))
     out = permute_handle(rows[0] if len(rows) == 1 else cat(rows, 0), (0, 3, 1, 2))
     if width != ow:
         out = slice_handle(out, 3, 0, ow)
-    return reshape(out, (n, out_channels, ow)) if one_d else out
+    return _one_d(out, n, out_channels, ow) if one_d else out
 
 
 # TT-NN conv2d (its sliding-window path: any convolution but a 1x1 one of stride 1 without padding, which it
@@ -472,6 +494,25 @@ def _row_slices(oh: int, kw: int, c_g: int, ow: int, tt_dtype) -> dict:
                     f"that fits L1")
     return {"slice_config": api.enum("Conv2dSliceConfig")(slice_type=api.enum("Conv2dDRAMSliceWidth"),
                                                           num_slices=2)}
+
+
+def _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups) -> bool:
+    """Whether the route this convolution takes reads a channels-last input as it is: TT-NN conv2d's own
+    (conv2d of one group or in chunks of groups, conv_transpose2d without groups or dilation: layout.nhwc) and
+    the pointwise matmul of packed kernels; not the taps (depthwise, narrow groups), the grouped pointwise
+    matmul (NCHW), the spread transposed convolutions nor conv1d."""
+    if len(weight.shape) != 4:
+        return False
+    if transposed:
+        return groups == 1 and all(d == 1 for d in _pair(dilation, 2))
+    kernel = tuple(weight.shape[2:])
+    c = x.shape[1]
+    if groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, math.prod(kernel))):
+        return False
+    if groups > 1 and _pointwise(kernel, _pair(stride, 2), _pair(padding, 2)) and (c // groups) % 32 == 0 \
+            and weight.host is not None:
+        return False
+    return True
 
 
 def _pointwise(kernel, stride, padding) -> bool:
@@ -587,3 +628,128 @@ def col2im(x, output_size, kernel_size, dilation, padding, stride):
     if ph or pw:
         canvas = constant_pad_nd(canvas, (-pw, -pw, -ph, -ph))
     return reshape(canvas, canvas.shape[1:]) if unbatched else canvas
+
+
+# ----------------------------------------------------------------------------------------------- fused (compile)
+# Fused ops of vision graphs, put in place of their patterns by torch.compile's passes
+# (features/compile/vision.py); eager mode never sees them. Their meaning (CPU and Meta kernels) is PyTorch's
+# composition. Why not in eager mode: a convolution's output is a tensor the program may still read when the
+# batch norm after it runs, so folding the norm into the convolution's weight (or giving it the ReLU) would need
+# the convolution to wait for its next op -- a lazy value every reader of a handle (views, the CPU fallback's
+# download, graph capture) would have to force -- or to run twice; in a graph the users of each value are known.
+#
+#   conv_bn_act(x, w, b, stride, padding, dilation, groups, bn_w, bn_b, mean, var, eps, activation)
+#       activation(batch_norm_eval(conv2d(x, w, b)))  -> one ttnn.conv2d: the eval batch norm folded into the
+#       prepared weight and bias (w * scale, (b - mean) * scale + bn_b, on the host in float32, made once per
+#       parameter versions: layout.prepared), the activation (relu, relu6, silu or none) given to conv2d
+#       (Conv2dConfig.activation). Other routes (depthwise/narrow-group taps, grouped 1x1, conv1d, many
+#       images): the convolution, batch norm and activation lowerings one after the other.
+#   add_act(a, b, activation)
+#       activation(a + b) (a residual add, ResNet's)  -> one ttnn.add(activations=[...])
+LIB = torch.library.Library("ttnn_eager", "FRAGMENT")
+LIB.define("conv_bn_act(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+           "int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor running_mean, Tensor running_var, float eps, "
+           "str? activation) -> Tensor")
+LIB.define("add_act(Tensor input, Tensor other, str activation) -> Tensor")
+ACTIVATIONS = {None: lambda t: t, "relu": torch.relu, "relu6": lambda t: torch.nn.functional.hardtanh(t, 0.0, 6.0),
+               "silu": torch.nn.functional.silu}
+_UNARY = {"relu": "RELU", "relu6": "RELU6", "silu": "SILU"}
+
+
+def _conv_bn_act_meaning(x, w, b, stride, padding, dilation, groups, bn_w, bn_b, mean, var, eps, activation):
+    y = torch.nn.functional.conv2d(x, w, b, stride, padding, dilation, groups)
+    return ACTIVATIONS[activation](torch.nn.functional.batch_norm(y, mean, var, bn_w, bn_b, False, 0.0, eps))
+
+
+def _add_act_meaning(a, b, activation):
+    return ACTIVATIONS[activation](a + b)
+
+
+for _name, _fn in (("conv_bn_act", _conv_bn_act_meaning), ("add_act", _add_act_meaning)):
+    LIB.impl(_name, _fn, "CPU")
+    LIB.impl(_name, _fn, "Meta")
+
+
+def _unary(activation, binary: bool = False):
+    """The activation as ttnn's UnaryWithParam (a binary op's relu6: RELU_MAX at 6, which ttnn's binary ops
+    take where RELU6 is conv2d's)."""
+    if binary and activation == "relu6":
+        return api.enum("UnaryWithParam")(api.enum("UnaryOpType.RELU_MAX"), 6.0)
+    return api.enum("UnaryWithParam")(getattr(api.enum("UnaryOpType"), _UNARY[activation]))
+
+
+def _activate(out, activation):
+    """activation of a convolution's result (NCHW, or channels-last: the same op on its flat form)."""
+    if activation is None:
+        return out
+    op, kwargs = ("relu6", {}) if activation == "relu6" else (activation, {})
+    if _resident(out):
+        return policy.channels_last(api.run(op, policy.flat(out), **kwargs), out.shape)
+    return api.run(op, out, **kwargs)
+
+
+def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
+    """conv2d's prepared weight and bias with the eval batch norm `parts` = (weight, bias, mean, var) folded in,
+    made once per (spec, parameter versions); the values read on the host in float32."""
+    versions = tuple(None if p is None else p.version for p in (bias, *parts))
+    key = ("conv_bn", input_dtype, tuple(sorted(spec.items())), float(eps), activation)
+    config = _config(input_dtype)
+    config.activation = None if activation is None else _unary(activation)
+    common = dict(input_memory_config=api.enum("DRAM_MEMORY_CONFIG"), input_layout=api.TILE, **spec,
+                  device=api.device(weight.index), input_dtype=input_dtype, conv_config=config)
+
+    def make(h):
+        bn_w, bn_b, mean, var = (None if p is None else api.host_value(p).float().reshape(-1) for p in parts)
+        scale = torch.rsqrt(var + float(eps)) * (bn_w if bn_w is not None else 1.0)
+        b = api.host_value(bias).float().reshape(-1) if bias is not None else torch.zeros_like(mean)
+        shift = (b - mean) * scale + (bn_b if bn_b is not None else 0.0)
+        pw = api.prepare("prepare_conv_weights", "weight_tensor", h, tuple(h.shape),
+                         transform=lambda w: w.float() * scale.reshape(-1, 1, 1, 1), weights_format="OIHW",
+                         has_bias=True, **common)
+        pb = api.prepare("prepare_conv_bias", "bias_tensor", parts[2], (1, 1, 1, shift.numel()),
+                         transform=lambda _: shift, **common)
+        return pw, pb, versions
+
+    pw, pb, _ = policy.prepared(weight, key, make, stale=lambda form: form[2] != versions)
+    return pw, pb, config
+
+
+@lowering(torch.ops.ttnn_eager.conv_bn_act.default, ttnn=["conv2d"],
+          needs={"input": TILE_FLOAT_CL, "*": STAGED},
+          notes="compile only (features/compile/vision.py): eval batch norm folded into the prepared weight and "
+                "bias, relu/relu6/silu as conv2d's activation; other routes unfused")
+def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
+                running_var, eps, activation):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"ttnn_eager.conv_bn_act: activation {activation!r} is not one of relu, relu6, silu")
+    parts = (bn_weight, bn_bias, running_mean, running_var)
+    stride, padding, dilation = _pair(stride, 2), _pair(padding, 2), _pair(dilation, 2)
+    n, c, h, w = x.shape
+    o, (kh, kw) = weight.shape[0], tuple(weight.shape[2:])
+    oh, ow = (_out_size(size, k, s, p, d, 0, False) for size, k, s, p, d in
+              zip((h, w), (kh, kw), stride, padding, dilation))
+    if (len(weight.shape) != 4 or groups != 1
+            or (ow < MIN_OUTPUT_WIDTH and not _pointwise((kh, kw), stride, padding))
+            or len(_batches(n, c, o, (kh, kw), stride, padding, dilation, x.tt_dtype)) > 1):
+        from .batchnorm import native_batch_norm_legit_no_training
+        out = convolution(x, weight, bias, stride, padding, dilation, False, (0, 0), groups)
+        out = native_batch_norm_legit_no_training(out, bn_weight, bn_bias, running_mean, running_var, 0.0, eps)[0]
+        return _activate(out, activation)
+    spec = dict(in_channels=c, out_channels=o, batch_size=n, input_height=h, input_width=w,
+                kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=1)
+    pw, pb, config = _folded(weight, bias, parts, eps, spec, x.tt_dtype, activation)
+    out = api.run("conv2d", input_tensor=policy.nhwc(x), weight_tensor=pw, bias_tensor=pb,
+                  device=api.device(x.index), dtype=x.tt_dtype, conv_config=config, **spec)
+    return policy.channels_last(out, (n, o, oh, ow))
+
+
+@lowering(torch.ops.ttnn_eager.add_act.default, ttnn=["add"], needs=PROMOTE_CL,
+          notes="compile only: a residual add with its activation fused (ttnn.add activations=)")
+@policy.keeps_channels_last
+def add_act(a, b, activation):
+    if activation not in _UNARY:
+        raise ValueError(f"ttnn_eager.add_act: activation {activation!r} is not one of relu, relu6, silu")
+    if not (type(a) is api.Handle and type(b) is api.Handle and tuple(a.shape) == tuple(b.shape)
+            and a.tt_dtype == b.tt_dtype and a.dtype.is_floating_point):
+        raise Unfit("add_act: two floating tensors of one shape and storage")
+    return api.run("add", a, b, activations=[_unary(activation, binary=True)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core import layout as policy
-from ..core.layout import PROMOTE, SIGNED, TILE, TILE_FLOAT
+from ..core.layout import PROMOTE, PROMOTE_CL, SIGNED, TILE, TILE_CL, TILE_FLOAT, TILE_FLOAT_CL, keeps_channels_last
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import check_broadcast, is_handle, promote_scalar, result_dtype
@@ -70,9 +70,11 @@ def _scaled(b, alpha):
     return api.run("multiply", b, _scalar(alpha)) if is_handle(b) else b * alpha
 
 
-@lowering(aten.add.Tensor, aten.add.Scalar, ttnn=["add"], needs=PROMOTE,
+@lowering(aten.add.Tensor, aten.add.Scalar, ttnn=["add"], needs=PROMOTE_CL,
           notes="integer results keep known value bounds (positions: a StaticCache's write row); an int64 sum "
-                "known to leave int32 (the device's integers) is refused, so the CPU fallback computes it")
+                "known to leave int32 (the device's integers) is refused, so the CPU fallback computes it; "
+                "channels-last images of one shape stay so")
+@keeps_channels_last
 def add(a, b, *, alpha=1):
     dtype = result_dtype(a, b)
     integer = not dtype.is_floating_point and dtype != torch.bool and type(alpha) is int
@@ -117,13 +119,16 @@ def rsub(a, b, *, alpha=1):
     return binary("rsub", _scaled(a, alpha), b, result_dtype(a, b))
 
 
-@lowering(aten.mul.Tensor, aten.mul.Scalar, ttnn=["multiply"], needs=PROMOTE)
+@lowering(aten.mul.Tensor, aten.mul.Scalar, ttnn=["multiply"], needs=PROMOTE_CL,
+          notes="channels-last images of one shape stay so")
+@keeps_channels_last
 def mul(a, b):
     return binary("multiply", a, b, result_dtype(a, b))
 
 
 def _unary(name: str, ttnn_op: str, *ops, notes: str = ""):
-    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT, notes=notes or "integer/bool inputs give float32, as PyTorch")
+    @lowering(*ops, ttnn=[ttnn_op], needs=TILE_FLOAT_CL, notes=notes or "integer/bool inputs give float32, as PyTorch")
+    @keeps_channels_last
     def lower(x):
         return api.run(ttnn_op, x, out_dtype=x.dtype if x.dtype.is_floating_point else torch.get_default_dtype())
     lower.__name__ = lower.__qualname__ = name
@@ -143,7 +148,8 @@ silu = _unary("silu", "silu", aten.silu.default)
 reciprocal = _unary("reciprocal", "reciprocal", aten.reciprocal.default)
 
 
-@lowering(aten.relu.default, ttnn=["relu", "clamp"], needs=TILE, notes="integers: clamp at 0 in int32")
+@lowering(aten.relu.default, ttnn=["relu", "clamp"], needs=TILE_CL, notes="integers: clamp at 0 in int32")
+@keeps_channels_last
 def relu(x):
     if x.dtype == torch.bool:
         raise NotImplementedError("Boolean inputs not supported for relu")

@@ -31,7 +31,7 @@ import torch
 
 from ..core import layout as policy
 from ..core.convolution import per_dim, pool_output_size
-from ..core.layout import TILE, TILE_FLOAT
+from ..core.layout import TILE, TILE_FLOAT, TILE_FLOAT_CL
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import batch_chunks
@@ -124,8 +124,15 @@ def _constant(value: torch.Tensor, x):
 
 
 def _flat_nhwc(x):
-    n, c, h, w = x.shape
-    return reshape(permute_handle(x, (0, 2, 3, 1)), (1, 1, n * h * w, c))
+    return policy.nhwc(x)  # (a channels-last x as it is: layout.py)
+
+
+def _plain(x):
+    """x stored NCHW: a channels-last image is permuted (once, in place) for the routes that slice or reduce it
+    in NCHW (float32 windows, batch chunks, one window over everything, PyTorch's bins)."""
+    if x.tt is not None and len(x.shape) == 4 and policy.is_channels_last(x):
+        policy.to_nchw(x)
+    return x
 
 
 def _unbatch(out, unbatched: bool):
@@ -133,8 +140,12 @@ def _unbatch(out, unbatched: bool):
 
 
 def _nchw(out, n, oh, ow, c, unbatched: bool):
+    """A pool's flat NHWC result [1, 1, N*OH*OW, C]: unbatched, [C, OH, OW] (NCHW); else it stays
+    channels-last, as PyTorch's [N, C, OH, OW] (layout.py: channels-last residency)."""
+    if not unbatched:
+        return policy.channels_last(out, (n, c, oh, ow))
     out = permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
-    return reshape(out, (c, oh, ow)) if unbatched else out
+    return reshape(out, (c, oh, ow))
 
 
 def _window(op, x, kernel_size, stride, padding, dilation, ceil_mode):
@@ -183,6 +194,7 @@ def _in_batches(pool, x):
     if len(chunks) == 1:
         return pool(x)
     parts = [pool(slice_handle(x, 0, b0, b1)) for b0, b1 in chunks]
+    parts = [tuple(map(_plain, p)) if isinstance(p, tuple) else _plain(p) for p in parts]  # (NCHW, to concatenate)
     return tuple(cat(list(p), 0) for p in zip(*parts)) if isinstance(parts[0], tuple) else cat(parts, 0)
 
 
@@ -191,6 +203,8 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices
     kernel, stride, padding, dilation, oh, ow = _window("max_pool2d", x, kernel_size, stride, padding, dilation,
                                                         ceil_mode)
     n, c, h, w = x.shape
+    if n * c > POOL_BATCH_CHANNELS or with_indices or not _bfloat16(x) or _covers_all(x, kernel, padding, dilation):
+        x = _plain(x)
     if n * c > POOL_BATCH_CHANNELS:
         out = _in_batches(lambda part: _max_pool(part, kernel_size, stride, padding, dilation, ceil_mode,
                                                  with_indices), x)
@@ -216,11 +230,16 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices
     indices.dtype = torch.int64
     indices = policy.ensure(policy.ensure(indices, policy.INDEX), TILE)
     indices.bounds = (0, h * w - 1, False)
-    return _nchw(values, n, oh, ow, c, unbatched), _nchw(indices, n, oh, ow, c, unbatched)
+    return _nchw_plain(values, n, oh, ow, c, unbatched), _nchw_plain(indices, n, oh, ow, c, unbatched)
+
+
+def _nchw_plain(out, n, oh, ow, c, unbatched: bool):
+    out = permute_handle(reshape(out, (n, oh, ow, c)), (0, 3, 1, 2))
+    return reshape(out, (c, oh, ow)) if unbatched else out
 
 
 @lowering(aten.max_pool2d.default, ttnn=["permute", "reshape", "max_pool2d", "full", "slice", "concat", "max"],
-          needs=TILE_FLOAT, notes="kept whole for inference (no indices); NHWC on the device; float32-stored: the "
+          needs=TILE_FLOAT_CL, notes="kept whole for inference (no indices); NHWC on the device; float32-stored: the "
                                   "maximum of its windows")
 def max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     return _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, with_indices=False)
@@ -237,7 +256,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
 
 @lowering(aten.avg_pool2d.default, ttnn=["permute", "reshape", "avg_pool2d", "full", "slice", "concat", "sum",
                                          "multiply"],
-          needs=TILE_FLOAT, notes="ceil_mode, count_include_pad and divisor_override as in PyTorch; float32-stored: "
+          needs=TILE_FLOAT_CL, notes="ceil_mode, count_include_pad and divisor_override as in PyTorch; float32-stored: "
                                   "the sum of its windows times 1 / PyTorch's divisor")
 def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
@@ -246,6 +265,8 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     if divisor_override is not None and divisor_override <= 0:
         raise Unfit("avg_pool2d: divisor_override must be positive")
     n, c, h, w = x.shape
+    if n * c > POOL_BATCH_CHANNELS or not _bfloat16(x) or _covers_all(x, kernel, padding, [1, 1]):
+        x = _plain(x)
     if n * c > POOL_BATCH_CHANNELS:
         return _unbatch(_in_batches(lambda part: avg_pool2d(part, kernel_size, stride, padding, ceil_mode,
                                                             count_include_pad, divisor_override), x), unbatched)
@@ -276,7 +297,7 @@ def _bin_means(x, d: int, out: int):
 
 @lowering(aten._adaptive_avg_pool2d.default, ttnn=["permute", "reshape", "adaptive_avg_pool2d", "to_layout",
                                                    "slice", "mean", "concat"],
-          needs=TILE_FLOAT, notes="TT-NN's adaptive pool where the output size divides the input (its ROW_MAJOR "
+          needs=TILE_FLOAT_CL, notes="TT-NN's adaptive pool where the output size divides the input (its ROW_MAJOR "
                                   "result tilized by the policy); else PyTorch's bins as slices and means")
 def adaptive_avg_pool2d(x, output_size):
     x, unbatched = _as_batch(x, "adaptive_avg_pool2d")
@@ -284,6 +305,8 @@ def adaptive_avg_pool2d(x, output_size):
     n, c, h, w = x.shape
     if oh < 1 or ow < 1:
         raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]}")
+    if h % oh or w % ow or not _bfloat16(x):
+        x = _plain(x)
     if h % oh or w % ow:  # TT-NN's pool refuses windows of varying size (TT_THROW): rows, then columns
         if oh + ow > _MAX_BINS:
             raise Unfit(f"adaptive_avg_pool2d: output_size={[oh, ow]} does not divide the {h}x{w} input")

@@ -380,8 +380,9 @@ PASSES = (noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_b
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
     """Every pass on gm's graph, in order; returns how many rewrites each made."""
+    from . import vision  # (conv + batch norm + activation, residual add + activation: its own file)
     done: dict = {}
-    for p in PASSES:
+    for p in (*vision.PASSES, *PASSES):
         done[p.__name__] = done.get(p.__name__, 0) + p(gm.graph)
     gm.graph.lint()
     gm.recompile()
