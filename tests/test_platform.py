@@ -266,3 +266,18 @@ def test_dataloader_workers_with_pinned_batches():
     loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=2, pin_memory=True)
     batches = [b for (b,) in loader]
     assert all(b.is_pinned() for b in batches) and torch.equal(torch.cat(batches), data.tensors[0])
+
+
+def test_a_torchrun_rank_opening_another_ranks_chip_is_warned(monkeypatch):
+    from ttnn_eager.device import runtime
+    monkeypatch.delenv("TTNN_EAGER_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.warns(UserWarning, match=r"LOCAL_RANK=1\) opens ttnn:0, the chip of local rank 0"):
+        assert runtime.physical_index(0) == 0
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert runtime.physical_index(1) == 1 and runtime.initial_device() == 1  # its own chip: no warning
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+        assert runtime.physical_index(0) == 0 and runtime.initial_device() == 0  # a single rank owns every chip
