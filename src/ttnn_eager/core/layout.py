@@ -657,6 +657,19 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     return h
 
 
+def partition_layout(h: api.Handle, dim: int, parts: int) -> api.Handle:
+    """h in the layout ttnn.mesh_partition can cut into `parts` along `dim` (mesh mode: a shard per chip): its
+    own, except a TILE tensor whose part is not whole tiles (its last two dimensions, a 1-D tensor's being
+    [1, n], multiples of 32), which ttnn's slice refuses (TT_FATAL): it is cut ROW_MAJOR (converted in place,
+    lossless)."""
+    if h.layout == api.TILE:
+        part = list(h.shape)
+        part[dim] //= parts
+        if any(d % api.TILE_SIZE for d in ([1, 1] + part)[-2:]):
+            _relayout(h, api.ROW_MAJOR)
+    return h
+
+
 def relayout(h: api.Handle, layout) -> api.Handle:
     """h in `layout` (changed in place: lossless, so every user of h may share the converted form)."""
     _relayout(h, layout)

@@ -138,6 +138,11 @@ def register(count) -> None:
     lib.ttnn_eager_set_initial_device(runtime.initial_device())
 
 
+def set_device_count(n: int) -> None:
+    """The device guard's count from now on (mesh mode: the mesh is one device, ttnn:0)."""
+    load().ttnn_eager_set_device_count(n)
+
+
 @functools.cache
 def tensor_factory():
     """ttnn_eager_new_tensor(shape tuple, dtype, index, address, nbytes) -> a new contiguous ttnn tensor on a

@@ -42,6 +42,9 @@ FACTORY_OPS = (
 )
 # CompositeImplicitAutograd ops worth keeping whole for inference: each becomes one fused TT-NN op.
 KEEP_WHOLE = ("linear", "matmul", "scaled_dot_product_attention", "layer_norm", "max_pool2d")
+# Of those, the ops a tensor subclass takes whole when its tensors hold ttnn tensors: DTensor given a sharding
+# rule for them (features/mesh registers linear's), op name -> True. Others decompose for subclasses.
+WHOLE_FOR_SUBCLASSES: set = set()
 
 _libs: list = []
 
@@ -100,8 +103,12 @@ def _keep_whole(op):
             return op.decompose(*args, **kwargs)  # autograd sees (and differentiates) the parts
         if any(type(t) not in _PLAIN and _subclass(t) for t in tensors):
             # a tensor subclass (DTensor of tensor parallelism, FSDP2's params): what PyTorch does without this
-            # kernel -- the parts reach the subclass's __torch_dispatch__, which would not handle the whole op
-            return op.decompose(*args, **kwargs)
+            # kernel -- the parts reach the subclass's __torch_dispatch__, which would not handle the whole op --
+            # unless the subclass has a rule for the whole op (WHOLE_FOR_SUBCLASSES)
+            if op.name() not in WHOLE_FOR_SUBCLASSES:
+                return op.decompose(*args, **kwargs)
+            with torch._C._AutoDispatchBelowAutograd():
+                return op(*args, **kwargs)
         backend = _backend()
         if not torch._C._len_torch_dispatch_stack() and all(t.device.type == BACKEND for t in tensors):
             # nothing but the backend lies below autograd for these tensors: call it directly instead of

@@ -19,6 +19,10 @@ own chip as the current device (`initial_device`: "ttnn" without an index is ttn
 processes cannot share a chip. (Until the C++ device guard, each rank saw only its chip, as ttnn:0: the
 Python guard reported one device, so a backward on ttnn:1 stopped in the autograd engine; docs/design/platform.md.)
 
+Mesh mode (features/mesh): `TTNN_EAGER_MESH=RxC` (or `ttnn_eager.mesh.init((R, C))` before the device
+opens) makes `ttnn:0` one TT-NN MeshDevice of R x C chips on the device fabric: the process then sees one
+ttnn device, and every op runs on every chip of it (`mesh_shape()`).
+
 A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
 no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
 probing PCIe, and builds kernels with a stand-in for the sfpi compiler. This module lays that rig out in a
@@ -91,6 +95,37 @@ def index_of(device=None) -> int:
     return current_device() if device.index is None else device.index
 
 
+_mesh: tuple | None = None  # the mesh shape set by set_mesh_shape (before the device opens), else from the env
+
+
+def mesh_shape() -> tuple | None:
+    """(rows, columns) of the mesh `ttnn:0` is (TTNN_EAGER_MESH="1x2", or set_mesh_shape), None outside mesh
+    mode."""
+    if _mesh is not None:
+        return _mesh
+    spec = os.environ.get("TTNN_EAGER_MESH", "").strip().lower()
+    if not spec:
+        return None
+    try:
+        rows, cols = (int(p) for p in spec.split("x"))
+    except ValueError:
+        raise RuntimeError(f"TTNN_EAGER_MESH={spec!r}: expected the mesh shape as ROWSxCOLUMNS, such as 1x2 (an "
+                           f"n300) or 2x4 (a T3000)") from None
+    return _check_mesh((rows, cols))
+
+
+def _check_mesh(shape: tuple) -> tuple:
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"a mesh shape is (rows, columns) of at least one chip each, got {shape}")
+    return (int(shape[0]), int(shape[1]))
+
+
+def set_mesh_shape(shape) -> None:
+    """Mesh mode from here on (the caller has checked that the device is not open yet); None leaves it."""
+    global _mesh
+    _mesh = None if shape is None else _check_mesh(tuple(shape))
+
+
 def set_current_device(index: int) -> None:
     """Make ttnn:<index> the current device of the calling thread (the caller has checked that it exists)."""
     global _current
@@ -128,8 +163,31 @@ def _local_rank() -> tuple | None:
 def initial_device() -> int:
     """The current device a thread starts with: the rank's chip (LOCAL_RANK) for one of several torchrun ranks
     on this host (LOCAL_WORLD_SIZE > 1), else ttnn:0."""
+    try:
+        if mesh_shape() is not None:
+            return 0  # mesh mode: the mesh (this rank's card, see mesh_chips) is ttnn:0
+    except RuntimeError:
+        return 0  # an invalid TTNN_EAGER_MESH: said when the device opens
     rank = _local_rank()
     return rank[0] if rank else 0
+
+
+def mesh_chips(shape: tuple) -> list | None:
+    """The physical chips of this process's mesh of `shape`: TTNN_EAGER_VISIBLE_DEVICES's, or for one of
+    several torchrun ranks on this host its own card's (the card-shaped launch: a T3000 as 4 ranks, each
+    driving its n300 as a 1x2 mesh; the mock T3000's cards are chips (r, r + 4): PCIe chip r and its remote
+    partner), else None: every chip, from the system mesh's origin."""
+    n = shape[0] * shape[1]
+    visible = visible_devices()
+    if visible is not None:
+        return list(visible[:n])
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    if local_rank is None or local_size is None or int(local_size) <= 1:
+        return None
+    r = int(local_rank)
+    if requested_mode() == "mock-t3000" and n == 2:
+        return [r, r + 4]
+    return list(range(r * n, (r + 1) * n))
 
 
 def known_device_count() -> int | None:
@@ -138,6 +196,8 @@ def known_device_count() -> int | None:
     try:
         visible = visible_devices()
         mode = requested_mode()
+        if mesh_shape() is not None:
+            return 1  # mesh mode: ttnn:0 is the whole mesh
     except (RuntimeError, ValueError):
         return None  # said at the first use of a device
     if visible is not None:
