@@ -243,3 +243,41 @@ def test_the_guides_several_chips_example_runs_on_the_mock_n300():
     block = re.search(r"```py\n(.*?)```", section, flags=re.S).group(1)
     out = _n300("import torch\n" + block)
     assert out.split("\n")[:2] == ["2 ttnn:1", "ttnn:1"]
+
+
+def test_the_device_count_asked_through_the_callback_when_not_known_without_ttnn():
+    """A card's chips are counted by ttnn (runtime.known_device_count is None): the C++ hooks ask Python once,
+    at the first use that needs the count -- here torch.accelerator.device_count(), then a backward on ttnn:1."""
+    out = _n300("""
+        from ttnn_eager.device import runtime
+        runtime.known_device_count = lambda: None      # as for a card
+        import sys, torch, ttnn_eager
+        print("ttnn imported at registration:", "ttnn" in sys.modules)
+        print(torch.accelerator.device_count())
+        w = torch.randn(4, 3).to("ttnn:1").requires_grad_()
+        (torch.randn(2, 4).to("ttnn:1") @ w).sum().backward()
+        print(w.grad.device)
+    """, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert out.split("\n")[:3] == ["ttnn imported at registration: False", "2", "ttnn:1"]
+
+
+def test_dataloader_workers_with_pinned_batches():
+    data = torch.utils.data.TensorDataset(torch.arange(24.0).reshape(12, 2))
+    loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=2, pin_memory=True)
+    batches = [b for (b,) in loader]
+    assert all(b.is_pinned() for b in batches) and torch.equal(torch.cat(batches), data.tensors[0])
+
+
+def test_a_torchrun_rank_opening_another_ranks_chip_is_warned(monkeypatch):
+    from ttnn_eager.device import runtime
+    monkeypatch.delenv("TTNN_EAGER_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.warns(UserWarning, match=r"LOCAL_RANK=1\) opens ttnn:0, the chip of local rank 0"):
+        assert runtime.physical_index(0) == 0
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert runtime.physical_index(1) == 1 and runtime.initial_device() == 1  # its own chip: no warning
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+        assert runtime.physical_index(0) == 0 and runtime.initial_device() == 0  # a single rank owns every chip

@@ -29,7 +29,8 @@ import torch
 
 from ..device import runtime
 
-SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc", "hooks.cpp")
+CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
+SOURCES = (os.path.join(CSRC, "hooks.cpp"), os.path.join(CSRC, "tensor.cpp"))
 _FLAGS = ("-O2", "-std=c++20", "-fPIC", "-shared", "-fvisibility=hidden", "-w")
 
 
@@ -45,9 +46,11 @@ def _compiler() -> str | None:
 
 
 def _key() -> str:
-    with open(SOURCE, "rb") as f:
-        text = f.read()
-    parts = [text, torch.__version__.encode(), str(torch.version.git_version).encode(),
+    parts = []
+    for source in SOURCES:
+        with open(source, "rb") as f:
+            parts.append(f.read())
+    parts += [torch.__version__.encode(), str(torch.version.git_version).encode(),
              " ".join(_FLAGS).encode(), sys.implementation.cache_tag.encode()]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
 
@@ -59,11 +62,13 @@ def library_path() -> str:
 def _command(compiler: str, out: str) -> list:
     """One g++ call (no ninja, no setuptools): the wheel's own headers (torch.utils.cpp_extension.include_paths()'s
     first entry; the C++ API's folder is not needed) and its c10/torch_cpu libraries."""
+    import sysconfig
     root = os.path.dirname(torch.__file__)
     lib = os.path.join(root, "lib")
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [compiler, *_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-isystem{os.path.join(root, 'include')}",
-            SOURCE, "-o", out, f"-L{lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}"]
+            f"-isystem{sysconfig.get_paths()['include']}", *SOURCES, "-o", out, f"-L{lib}", "-lc10",
+            "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{lib}"]
 
 
 def build() -> str:
@@ -75,7 +80,7 @@ def build() -> str:
     if compiler is None:
         raise BuildError(
             "ttnn_eager needs a C++ compiler once per torch version, to build the ttnn device's hooks "
-            f"({SOURCE}), and none was found (g++, c++, clang++ or $CXX): install one (Debian/Ubuntu: "
+            f"({CSRC}), and none was found (g++, c++, clang++ or $CXX): install one (Debian/Ubuntu: "
             "apt-get install g++) and run ./scripts/setup.sh or import again.")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
@@ -83,7 +88,7 @@ def build() -> str:
         done = subprocess.run(_command(compiler, tmp), capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildError(
-                f"ttnn_eager could not build the ttnn device's hooks ({SOURCE}) with {compiler} against torch "
+                f"ttnn_eager could not build the ttnn device's hooks ({CSRC}) with {compiler} against torch "
                 f"{torch.__version__}'s headers; nothing was installed. The compiler said:\n"
                 f"{(done.stderr or done.stdout).strip()[-4000:]}\nFix: a C++20 compiler (g++ >= 10) and the torch "
                 f"wheel's headers (torch/include) are needed; set CXX to choose the compiler.")
@@ -136,6 +141,16 @@ def register(count) -> None:
 def set_device_count(n: int) -> None:
     """The device guard's count from now on (mesh mode: the mesh is one device, ttnn:0)."""
     load().ttnn_eager_set_device_count(n)
+
+
+@functools.cache
+def tensor_factory():
+    """ttnn_eager_new_tensor(shape tuple, dtype, index, address, nbytes) -> a new contiguous ttnn tensor on a
+    non-owning storage (csrc/tensor.cpp): called with the GIL held (PyDLL), its Python errors raised."""
+    fn = ctypes.PyDLL(build()).ttnn_eager_new_tensor
+    fn.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    fn.restype = ctypes.py_object
+    return fn
 
 
 def current_device() -> int:

@@ -149,18 +149,27 @@ def visible_devices() -> tuple | None:
     return None
 
 
+def _local_rank() -> tuple | None:
+    """(LOCAL_RANK, LOCAL_WORLD_SIZE) of one of several torchrun ranks on this host, else None."""
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    try:
+        if local_rank is not None and local_size is not None and int(local_size) > 1:
+            return int(local_rank), int(local_size)
+    except ValueError:
+        pass
+    return None
+
+
 def initial_device() -> int:
     """The current device a thread starts with: the rank's chip (LOCAL_RANK) for one of several torchrun ranks
     on this host (LOCAL_WORLD_SIZE > 1), else ttnn:0."""
-    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
     try:
         if mesh_shape() is not None:
             return 0  # mesh mode: the mesh (this rank's card, see mesh_chips) is ttnn:0
-        if local_rank is not None and local_size is not None and int(local_size) > 1:
-            return int(local_rank)
-    except (ValueError, RuntimeError):
-        pass
-    return 0
+    except RuntimeError:
+        return 0  # an invalid TTNN_EAGER_MESH: said when the device opens
+    rank = _local_rank()
+    return rank[0] if rank else 0
 
 
 def mesh_chips(shape: tuple) -> list | None:
@@ -199,9 +208,19 @@ def known_device_count() -> int | None:
 
 
 def physical_index(index: int) -> int:
-    """The physical chip behind the logical `ttnn:<index>`."""
+    """The physical chip behind the logical `ttnn:<index>` (device/api.py asks when it opens the device). A
+    torchrun rank opening another local rank's chip is warned: scripts of the rule before issue 35 (each rank
+    saw its chip as ttnn:0) name ttnn:0 in every rank, and two processes cannot share a chip on a card."""
     visible = visible_devices()
-    return index if visible is None else visible[index]
+    chip = index if visible is None else visible[index]
+    rank = _local_rank()
+    if visible is None and rank and chip != rank[0] and chip < rank[1]:
+        import warnings
+        warnings.warn(f"ttnn_eager: this torchrun rank (LOCAL_RANK={rank[0]}) opens ttnn:{chip}, the chip of local "
+                      f"rank {chip}; two processes cannot share a chip on a card. A rank's own chip is "
+                      f"torch.device('ttnn', LOCAL_RANK), also its current device ('ttnn' without an index), as "
+                      f"on CUDA (before issue 35 each rank saw its chip as ttnn:0)", stacklevel=3)
+    return chip
 
 
 def hardware_present() -> bool:
