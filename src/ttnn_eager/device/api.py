@@ -87,9 +87,8 @@ def device_count() -> int:
         return n
     bad = [i for i in visible if not 0 <= i < n]
     if bad:
-        raise RuntimeError(f"this process is to use chip {bad[0]} (TTNN_EAGER_VISIBLE_DEVICES, or torchrun's "
-                           f"LOCAL_RANK), but the {RUNTIME.board or 'system'} has {n} chip(s): start at most "
-                           f"{n} rank(s) per host, or set TTNN_EAGER_VISIBLE_DEVICES")
+        raise RuntimeError(f"TTNN_EAGER_VISIBLE_DEVICES names chip {bad[0]}, but the {RUNTIME.board or 'system'} "
+                           f"has {n} chip(s) (0 .. {n - 1}): list only those")
     return len(visible)
 
 
