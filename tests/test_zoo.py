@@ -467,4 +467,4 @@ def test_compiled_entries_are_measured_against_eager_mode(tmp_path):
     data = zoo.sweep([f"file:{FAKES}:tiny"], path, timeout=120, recycle=0, compiled=True)
     tiny = data["results"][f"file:{FAKES}:tiny"]
     assert data["meta"]["compiled"] and tiny["class_"] == "clean" and tiny["graph_breaks"] == 0, tiny
-    assert tiny["graphs"] == 1 and tiny["pearson"] > 0.999 and tiny["eager"]["pearson"] > 0.999
+    assert tiny["graphs"] == 1 and tiny["pearson"] > 0.999 and tiny["eager"]["pearson"] > 0.999 and tiny["replayed"]

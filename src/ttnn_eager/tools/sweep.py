@@ -152,6 +152,8 @@ UNREACHED = {
     torch.ops.aten._upsample_bicubic2d_aa.default: lambda d: ((_randn(1, 4, d.seq, 64), [d.seq // 3, 40], False), {}),
     # what only torch.compile's graphs contain (features/compile): a tensor constant, the fused ops
     torch.ops.aten.lift_fresh_copy.default: lambda d: ((_randn(*d.activation(3)),), {}),
+    # a functionalized x.copy_(y) (an out= into a view): y [H] broadcast into an activation
+    torch.ops.aten.copy.default: lambda d: ((_randn(*d.activation(3)), _randn(d.hidden)), {}),
     _fused.ops.linear_activation.default: lambda d: (
         (_randn(*d.activation(3)), _randn(d.intermediate, d.hidden), _randn(d.intermediate), "gelu"), {}),
     _fused.ops.add_layer_norm.default: lambda d: (
