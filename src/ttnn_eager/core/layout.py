@@ -751,8 +751,17 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     Such a permute runs ROW_MAJOR (h converted in place, lossless); whoever needs the result TILE converts it,
     usually after the reshape that folds the size-1 dimensions away (einsum's bmm). A reshape takes the same
     rule: the same einsum first unsqueezes C [b, c, l, s, h] (TILE: 64 MiB in float32) to [b, c, l, s, h, 1],
-    2 GiB in TILE (FalconH1 out of the mock's DRAM under float32 storage), 64 MiB ROW_MAJOR."""
-    if h.tt is None or h.layout != api.TILE or h.tt_dtype not in _ROW_MAJOR_TT:
+    2 GiB in TILE (FalconH1 out of the mock's DRAM under float32 storage), 64 MiB ROW_MAJOR.
+    Rows are pages a core holds (ROW_BYTES_MAX): a tensor goes ROW_MAJOR only when its rows and the result's
+    fit, and a ROW_MAJOR one whose rows or result's rows do not goes TILE (ttnn.reshape of a ROW_MAJOR
+    [n, 2] to [2 n] with n in the millions -- a paged cache's bytes viewed as bfloat16 -- stops in a TT_THROW:
+    "statically allocated dataflow buffers ... beyond max L1 size")."""
+    if h.tt is None or h.tt_dtype not in _ROW_MAJOR_TT:
+        return h
+    rows_fit = row_fits(h.shape, h.tt_dtype) and row_fits(out_shape, h.tt_dtype)
+    if h.layout == api.ROW_MAJOR and not rows_fit:
+        _relayout(h, api.TILE)
+    if h.layout != api.TILE or not rows_fit:
         return h
     tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)
     rows = api.buffer_bytes(out_shape, h.tt_dtype, api.ROW_MAJOR)

@@ -169,6 +169,14 @@ UNREACHED = {
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),
+    # compiled vision (features/compile/vision.py): a ResNet bottleneck's 3x3 conv -> eval batch norm -> relu on a
+    # [1, 64, 28, 28] image, and its residual add -> relu
+    _fused.ops.conv_bn_act.default: lambda d: (
+        (_randn(1, 64, 28, 28), _randn(64, 64, 3, 3) / 24, None, [1, 1], [1, 1], [1, 1], 1, _randn(64).abs() + 0.5,
+         _randn(64), _randn(64) / 4, _randn(64).abs() + 0.5, 1e-5, "relu"), {}),
+    _fused.ops.add_act.default: lambda d: ((_randn(*d.activation(3)), _randn(*d.activation(3)), "relu"), {}),
+    # a float32 activation's bits (its values bfloat16's, which the device stores exactly)
+    torch.ops.aten.view.dtype: lambda d: ((_randn(*d.activation(3)).bfloat16().float(), torch.int32), {}),
 }
 
 
