@@ -3,8 +3,8 @@
     python benchmarks/distributed.py [--ranks 2|8] [--max-mib N] [--iters N] [--flat] [--json PATH]
 
 Launches itself under torchrun (`--nproc-per-node RANKS`) on a mock system -- 2 ranks: the mock n300
-(TTNN_EAGER_DEVICE=mock-n300), 8 ranks: the mock T3000 (mock-t3000, four n300 cards) -- each rank seeing its
-chip as ttnn:0, and prints a table. Definitions are nccl-tests' (doc/PERFORMANCE.md): for a message of S
+(TTNN_EAGER_DEVICE=mock-n300), 8 ranks: the mock T3000 (mock-t3000, four n300 cards) -- each rank on its
+chip as ttnn:LOCAL_RANK, and prints a table. Definitions are nccl-tests' (doc/PERFORMANCE.md): for a message of S
 bytes taking t, algbw = S / t and busbw = algbw x 2(n-1)/n for all_reduce; t is the slowest rank's mean over
 `--iters` calls after one warm-up. Messages are float32 tensors stored as float32 on the device, shaped
 (32, S/128) so that the TILE buffer is S bytes with no padding (`--flat`: 1-D tensors of S/4 elements, as
@@ -77,15 +77,16 @@ def _rank_program(args) -> None:
 
     import ttnn_eager
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.ttnn.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group(device_id=torch.device("ttnn:0"))
+    dev = torch.device("ttnn", int(os.environ["LOCAL_RANK"]))  # the rank's chip (CUDA's idiom)
+    torch.ttnn.set_device(dev)
+    dist.init_process_group(device_id=dev)
     ttnn_eager.configure(float32_storage="float32")
     res = {"ranks": world, "device": os.environ["TTNN_EAGER_DEVICE"], "flat": args.flat, "all_reduce": [],
            "ddp": {}}
     size = 4 * 1024
     while size <= args.max_mib * 1024 * 1024:
         n = size // 4
-        x = torch.ones(n if args.flat else (32, n // 32)).to("ttnn:0")
+        x = torch.ones(n if args.flat else (32, n // 32)).to(dev)
         dist.all_reduce(x)  # warm-up
         iters = args.iters if size < 16 * 1024 * 1024 else max(1, args.iters // 2)
         dist.barrier()
@@ -106,7 +107,7 @@ def _rank_program(args) -> None:
     res["peak_rss_mb"] = round(_max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     ttnn_eager.configure(float32_storage="bfloat16")
     if not args.no_ddp:
-        res["ddp"] = _ddp(rank, world)
+        res["ddp"] = _ddp(rank, world, dev)
     if rank == 0:
         with open(args.rank_program, "w") as f:
             json.dump(res, f, indent=1)
@@ -114,7 +115,7 @@ def _rank_program(args) -> None:
     os._exit(0)
 
 
-def _ddp(rank: int, world: int) -> dict:
+def _ddp(rank: int, world: int, dev) -> dict:
     import torch
     import torch.distributed as dist
     import transformers
@@ -126,10 +127,10 @@ def _ddp(rank: int, world: int) -> dict:
                                   intermediate_size=64, max_position_embeddings=32, num_labels=3,
                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
-    model = DDP(transformers.BertForSequenceClassification(cfg).eval().to("ttnn:0"))
+    model = DDP(transformers.BertForSequenceClassification(cfg).eval().to(dev))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ids = torch.randint(0, 64, (4, 12)).to("ttnn:0")
-    labels = torch.randint(0, 3, (4,)).to("ttnn:0")
+    ids = torch.randint(0, 64, (4, 12)).to(dev)
+    labels = torch.randint(0, 3, (4,)).to(dev)
     grads = sum(p.numel() * p.element_size() for p in model.parameters())
 
     def step():

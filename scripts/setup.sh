@@ -25,4 +25,16 @@ fi
 # The lock file pins everything (torch 2.14.1, ttnn 0.81.1, numpy<2, transformers, test tools).
 .venv/bin/python -m pip install --quiet -c requirements/lock.txt -r requirements/lock.txt
 .venv/bin/python -m pip install --quiet --no-deps -e .
+# The ttnn device's C++ hooks (src/ttnn_eager/csrc/hooks.cpp: pinned memory, the device guard), built once per
+# torch version against the wheel's own headers into the cache (src/ttnn_eager/core/native.py); a failure stops
+# the set-up here with the compiler's message and the fix, and leaves nothing to load.
+.venv/bin/python -c '
+import sys
+try:
+    from ttnn_eager.core import native
+except Exception as err:
+    while err.__cause__ is not None:  # import torch autoloads the backend: the build error is the cause
+        err = err.__cause__
+    sys.exit(f"setup: {err}")
+print("setup: device hooks", native.library_path())'
 .venv/bin/python -c "import torch, ttnn_eager; print('setup: ok, torch', torch.__version__, '| device', torch.device('ttnn:0'))"

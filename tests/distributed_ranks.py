@@ -19,7 +19,7 @@ import ttnn_eager  # noqa: E402
 
 MODE, OUT = sys.argv[1], sys.argv[2]
 RANK, WORLD, LOCAL = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
-DEV = "ttnn:0"
+DEV = f"ttnn:{LOCAL}"  # the rank's chip: torch.device("ttnn", LOCAL_RANK), as on CUDA
 DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.bool]
 results: dict = {"rank": RANK, "checks": {}, "errors": {}}
 
@@ -418,6 +418,44 @@ def _llama(hidden, inter):
         num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False)
 
 
+def ddp_large():
+    """DDP of BERT's default 30,522-token vocabulary (a 1.95M-element embedding: its bucket is a flat buffer whose
+    one row is longer than a core's L1 holds, which ttnn.slice stopped on in a TT_FATAL), SGD, each rank half of a
+    batch of 4, against one process on the whole batch."""
+    import transformers
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                                  max_position_embeddings=32, num_labels=2, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0)
+    torch.manual_seed(2)
+    batch, seq = 4, 8
+    ids, labels = torch.randint(0, cfg.vocab_size, (batch, seq)), torch.randint(0, 2, (batch,))
+    state = transformers.BertForSequenceClassification(cfg).eval().state_dict()
+
+    def step(model, ids, labels):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        opt.zero_grad()
+        model(input_ids=ids.to(DEV), labels=labels.to(DEV)).loss.backward()
+        opt.step()
+
+    t = time.time()
+    model = transformers.BertForSequenceClassification(cfg).eval()
+    model.load_state_dict(state)
+    half = batch // WORLD
+    step(DDP(model.to(DEV)), ids[RANK * half:(RANK + 1) * half], labels[RANK * half:(RANK + 1) * half])
+    trained = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
+    out = {"seconds": round(time.time() - t, 1), "embedding": list(state["bert.embeddings.word_embeddings.weight"].shape)}
+    if RANK == 0:
+        single = transformers.BertForSequenceClassification(cfg).eval()
+        single.load_state_dict(state)
+        step(single.to(DEV), ids, labels)
+        ref = {k: v.detach().cpu().float() for k, v in single.state_dict().items()}
+        out["max_param_diff"] = max(float((trained[k] - ref[k]).abs().max()) for k in ref)
+        out["max_param_update"] = max(float((trained[k] - state[k].float()).abs().max()) for k in ref)
+    results["ddp_large"] = out
+
+
 def tp():
     """Tensor parallelism: ColwiseParallel q/k/v/gate/up, RowwiseParallel o/down of a tiny Llama, greedy
     generate() on 2 ranks against one process (exact arithmetic: float32 storage, exact shadow numerics)."""
@@ -548,10 +586,10 @@ def _write():
 
 
 ttnn_eager.configure(float32_storage="float32")  # exactness against gloo on float32 values
-torch.ttnn.set_device(LOCAL)  # this rank's chip, which it sees as ttnn:0 (device/runtime.py visible_devices)
+torch.ttnn.set_device(LOCAL)  # this rank's chip (its current device already: device/runtime.py initial_device)
 import datetime  # noqa: E402
 TIMEOUT = datetime.timedelta(seconds=20)  # the fault test's bound
-dist.init_process_group(device_id=torch.device("ttnn:0"), timeout=TIMEOUT)
+dist.init_process_group(device_id=torch.device("ttnn", LOCAL), timeout=TIMEOUT)
 GLOO = dist.new_group(backend="gloo")
 results["setup"] = {"backend": dist.get_backend(), "group": type(dist.group.WORLD).__name__,
                     "device_count": torch.ttnn.device_count(), "startup_s": round(time.time() - T0, 1)}
@@ -569,6 +607,8 @@ try:
     if MODE in ("all", "ddp"):
         ttnn_eager.configure(float32_storage="bfloat16")  # the default: DDP within bfloat16 tolerance
         ddp()
+    if MODE in ("all", "ddp_large"):
+        ddp_large()
     for name, fn in (("tp", tp), ("fsdp", fsdp)):
         if MODE in ("all", name):
             t = time.time()

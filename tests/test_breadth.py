@@ -1,7 +1,7 @@
 """Issue 23 item 9: the single ops transformer families fell back on (acos, erfinv, floor, round, powers with a
 tensor exponent, clamp with tensor bounds, logsumexp, var/std, flip, nonzero, repeat_interleave, advanced
 indexing after ':' and of integer tables, argmax of integers; then linalg_solve_triangular, unfold, as_strided
-aliases, bucketize, scatter_reduce amax/amin, nearest upsampling to any size, unique), each against PyTorch on
+aliases, bucketize, scatter_reduce amax/amin/prod, nearest upsampling to any size, unique), each against PyTorch on
 the CPU: CASES (read by tests/test_ops.py's guard), hypothesis properties (@covers), and the patterns the
 models use."""
 import pytest
@@ -170,6 +170,8 @@ CASES = {
                                                for inc in (True, False)),
                          [(bf(4, 40), ints(4, 33, hi=40), bf(4, 33, seed=1)),
                           (ints(4, 40, lo=-99, hi=99), ints(4, 33, hi=40), ints(4, 33, lo=-300, hi=300, seed=1))]),
+    "scatter_prod": (lambda a, i, s: tuple(a.scatter_reduce(1, i, s, "prod", include_self=inc) for inc in (True, False)),
+                     [(bf(4, 40), ints(4, 12, hi=40), bf(4, 12, seed=1)), (bf(3, 5), ints(3, 5, hi=5), bf(3, 5, seed=2))]),
     "segment_extremes": (lambda a, i, s: tuple(a.scatter_reduce(0, i, s, r, include_self=False) for r in ("amax", "amin")),
                          [(torch.zeros(12), ints(30, hi=12, seed=2), bf(30, seed=3))]),
     # deformable attention's sampling (issue 23): grid_sample, every mode the lowering takes
@@ -373,7 +375,7 @@ def test_solves_windows_and_buckets(n, cols, upper, left, unit, data):
 def test_scatter_extremes_and_nearest_sizes(shape, out, data):
     x, src = values(shape, data.draw), values(shape, data.draw)
     index = values(shape, data.draw, "nonneg") % shape[-1]
-    for reduce in ("amax", "amin"):
+    for reduce in ("amax", "amin") + (("prod",) if shape[-1] <= 16 else ()):
         include = data.draw(st.booleans())
         check(lambda a, i, s: a.scatter_reduce(-1, i, s, reduce, include_self=include), x, index, src)
     check(lambda a: (F.interpolate(a[None, None], size=(out, shape[1] + 1)), F.interpolate(a[None], size=out)), x)
@@ -429,9 +431,11 @@ def test_writes_through_unfold_and_strided_aliases_reach_the_base():
 
 def test_refused_forms_fall_back_counted():
     """What these lowerings refuse runs on the CPU fallback, counted, with PyTorch's values: a scatter_reduce
-    prod, bucketize of values and boundaries of two dtypes, a 3-D nearest resize by a non-integer factor."""
+    prod of integers or of more than 16 entries along dim, bucketize of values and boundaries of two dtypes, a 3-D
+    nearest resize by a non-integer factor."""
     x, i, s = bf(3, 8), ints(3, 5, hi=8), bf(3, 5, seed=1)
-    for fn, args in ((lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (x, i, s)),
+    for fn, args in ((lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (ints(3, 8, lo=-3, hi=4), i, ints(3, 5, lo=-3, hi=4))),
+                     (lambda a, j, t: a.scatter_reduce(1, j, t, "prod"), (x, ints(3, 17, hi=8), bf(3, 17, seed=1) * 0.1 + 1)),
                      (lambda a, b: torch.bucketize(a, b), (x, torch.tensor([0, 1]))),
                      (lambda a: F.interpolate(a, size=(3, 5, 7)), (bf(1, 2, 2, 3, 4),))):
         ttnn_eager.reset_stats()
@@ -655,3 +659,83 @@ def test_roi_align_runs_on_the_device_as_torchvisions_poolers_call_it():
     assert torch.allclose(out.cpu(), torchvision.ops.roi_align(x, b, 4, 0.25, 0), atol=0.03)
     wrong = torchvision.ops.roi_align(x.to(DEV), b[:, [0, 2, 1, 4, 3]].to(DEV), 4, 0.25, 2).cpu()  # x and y swapped
     assert (wrong - torchvision.ops.roi_align(x, b, 4, 0.25, 2)).abs().max() > 0.3
+
+
+# ----------------------------------------------------------------------------------------------- issue 37
+@covers(aten.copy.default)
+@FEW
+@given(shape=shapes(1, 3), data=st.data(), dtype=st.sampled_from([torch.float32, torch.int32, torch.bool]))
+def test_functional_copy_broadcasts_and_casts_like_the_cpu(shape, data, dtype):
+    """aten.copy (aot_autograd's functional copy_): src broadcast to self's shape, cast to its dtype; self
+    unchanged."""
+    x = values(shape, data.draw)
+    src = values(shape[-1:], data.draw) * 4
+    check(lambda a, b: (aten.copy(a.to(dtype), b), a), x, src)
+    check(lambda a, b: aten.copy(a, b.to(dtype)), x, src)
+
+
+@pytest.mark.parametrize("storage", ["float32", "mixed", "bfloat16"])
+def test_a_wide_kernel_conv1d_runs_in_column_slices(restore_config, storage):
+    """Moonshine's first convolution (1 -> 64 channels, kernel 127, stride 64) under float32 activations reached
+    ttnn's TT_FATAL "DRAM Auto slice could not find valid slice configuration" (a one-row output cannot be cut
+    into rows): it runs in two slices of the output's columns (conv.ROW_KERNEL_BYTES). On the device, strict."""
+    ttnn_eager.configure(float32_storage=storage)
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(2, 1, 3840, generator=g), torch.randn(64, 1, 127, generator=g) / 11, torch.randn(64, generator=g)
+    ref = F.conv1d(x, w, b, stride=64)
+    with ttnn_eager.strict():
+        out = F.conv1d(x.to(DEV), w.to(DEV), b.to(DEV), stride=64).cpu()
+    assert out.shape == ref.shape and pcc(out, ref) >= (0.99999 if storage != "bfloat16" else 0.9999)
+
+
+def test_a_wide_kernel_conv1d_that_no_slicing_fits_is_refused_before_ttnn(restore_config):
+    """A one-row output with a wide kernel row of more than 32 channels (their circular buffers overflow L1 even
+    cut in columns), or of 32 columns or fewer (TT-NN cannot cut it): refused before ttnn -- the counted CPU
+    fallback with the CPU's values (a strict-mode error naming the reason) -- where ttnn stopped in TT_FATAL."""
+    ttnn_eager.configure(float32_storage="float32")
+    g = torch.Generator().manual_seed(1)
+    cases = [(torch.randn(2, 64, 3840, generator=g), torch.randn(64, 64, 127, generator=g) / 90, 64),
+             (torch.randn(2, 1, 1984, generator=g), torch.randn(16, 1, 127, generator=g) / 11, 64)]
+    for x, w, s in cases:
+        ref = F.conv1d(x, w, stride=s)
+        with pytest.raises(Exception, match="DRAM slicing has no configuration"), ttnn_eager.strict():
+            F.conv1d(x.to(DEV), w.to(DEV), stride=s)
+        before = ttnn_eager.stats()["fallbacks"]
+        out = F.conv1d(x.to(DEV), w.to(DEV), stride=s)
+        assert ttnn_eager.stats()["fallbacks"] == before + 1
+        assert pcc(out.cpu(), ref) >= 0.99999
+
+
+@pytest.mark.parametrize("storage", ["float32", "mixed"])
+def test_float32_rows_gathered_keep_the_largest_magnitudes_and_infinities(restore_config, storage):
+    """A float32 table is looked up as three bfloat16 parts (layout.table_parts): float32's largest magnitudes
+    (a mask's finfo.min) rounded to an infinite first part and ±inf rows became NaN (-inf + inf) -- informer's
+    ProbSparse attention mask indexed by its top queries gave a NaN output under mixed storage. Exact now."""
+    ttnn_eager.configure(float32_storage=storage)
+    f = torch.finfo(torch.float32)
+    t = torch.tensor([f.min, f.max, -3.3e38, 1.0 + 2 ** -20, float("inf"), -float("inf"), float("nan"), 1e-30,
+                      3.14159265]).reshape(-1, 1).repeat(1, 3)
+    idx = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 0])
+    with ttnn_eager.strict():
+        outs = [t.to(DEV)[idx.to(DEV)].cpu(), F.embedding(idx.to(DEV), t.to(DEV)).cpu()]
+    for out in outs:
+        assert torch.equal(out.isnan(), t[idx].isnan()) and torch.equal(out.nan_to_num(0), t[idx].nan_to_num(0))
+
+
+def test_a_reshape_to_tiny_trailing_dims_runs_row_major(restore_config):
+    """FalconH1's Mamba2 einsum 'bclhn,bcshn->bclsh' first unsqueezes C [b, c, l, s, h] to [..., h, 1]: under
+    float32 storage 2 GiB in TILE (each [h, 1] plane padded to whole tiles) for 64 MiB of values, out of the mock's
+    DRAM. Such a reshape runs ROW_MAJOR, as a permute does (layout.permute_layout): exact, its elements' size."""
+    from ttnn_eager.core.tensor import handle_of
+    from ttnn_eager.device import api
+    ttnn_eager.configure(float32_storage="float32")
+    x = torch.randn(4, 64, 64, 64)
+    y = x.to(DEV).unsqueeze(-1)
+    h = handle_of(y)
+    assert h.layout == api.ROW_MAJOR and api.device_bytes(h) < 8 << 20
+    assert torch.equal(y.cpu(), x.unsqueeze(-1))
+    assert handle_of(torch.randn(2, 24, 4, 16).to(DEV).unsqueeze(-1)).layout == api.TILE  # small: stays TILE
+    c, b = torch.randn(2, 1, 64, 16, 32), torch.randn(2, 1, 64, 16, 32, generator=torch.Generator().manual_seed(1))
+    with ttnn_eager.strict():
+        out = torch.einsum("bclhn,bcshn->bclsh", c.to(DEV), b.to(DEV)).cpu()
+    assert pcc(out, torch.einsum("bclhn,bcshn->bclsh", c, b)) > 0.99999

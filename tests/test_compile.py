@@ -334,3 +334,79 @@ def test_generation_with_a_static_cache_and_a_compiled_forward_equals_eager():
     # 7 decode steps: the first eager, the second captured, the other 5 replayed
     assert after["graph_replays"] - before["graph_replays"] == 5
     assert after["fallbacks"] == before["fallbacks"]
+
+
+def test_transformers_grouped_mm_fallback_compiles_to_the_grouped_matmul_eager_mode_runs():
+    """transformers' MoE layers call torch._grouped_mm eagerly, but under Dynamo with float32 weights their opaque
+    transformers::grouped_mm_fallback (a loop of mm into slices of the output: per expert a slice, an mm and a
+    functionalized copy); the backend compiles it as aten._grouped_mm (compiler.whole_ops), as eager mode runs it."""
+    import transformers.integrations.moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(12, 32, generator=g), torch.randn(3, 32, 64, generator=g)
+    offs = torch.tensor([5, 5, 12], dtype=torch.int32)  # an expert with no rows
+    ref = torch.ops.transformers.grouped_mm_fallback(x, w, offs)
+    f = torch.compile(lambda a, b, o: torch.ops.transformers.grouped_mm_fallback(a, b, o) * 2, backend="ttnn",
+                      fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        out = f(x.to(DEV), w.to(DEV), offs.to(DEV))
+    assert rec.aten["aten._grouped_mm.default"] == 1 and not rec.aten["aten.mm.default"], dict(rec.aten)
+    assert out.shape == ref.shape and pcc(out.cpu(), ref * 2) >= 0.999
+
+
+def test_a_functionalized_copy_stays_on_the_device():
+    """x.copy_(y) into a graph-local tensor, and an out= into a slice, become the functional aten.copy under
+    aot_autograd: lowered (it was the CPU fallback compiled that eager mode did not have)."""
+    def fn(a, b):
+        out = torch.zeros(4, 6, device=a.device)
+        torch.mm(a[:2], b, out=out[1:3])
+        c = torch.empty(4, 6, dtype=torch.int32, device=a.device)
+        c.copy_(out * 10)
+        return out + 1, c
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(3, 5, generator=g), torch.randn(5, 6, generator=g)
+    ref = fn(a, b)
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        out = f(a.to(DEV), b.to(DEV))
+    assert rec.aten["aten.copy.default"] >= 1 and not rec.fallbacks
+    assert pcc(out[0].cpu(), ref[0]) >= 0.999 and out[1].dtype == torch.int32
+    assert (out[1].cpu() - ref[1]).abs().max() <= 0.05 * ref[1].abs().max()
+
+
+def test_a_view_traced_on_pytorchs_strides_runs_on_the_backends():
+    """aot_autograd traces with PyTorch's strides: x.transpose(1, 2) * y keeps the transposed strides, so the
+    reshape of its transpose back is traced as a view -- impossible on the backend's contiguous result ("view size
+    is not compatible": falcon_h1, granitemoehybrid, mamba2 compiled). A functionalized graph's views are values
+    (compiler.views_as_values): the CPU's result, on the device."""
+    def fn(x, y):
+        h = x.transpose(1, 2) * y
+        return torch.relu(h.transpose(1, 2).reshape(2, -1)) + 1
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(2, 24, 48, generator=g), torch.randn(48, 1, generator=g)
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict():
+        outs = [f(x.to(DEV), y.to(DEV)).cpu() for _ in range(3)]  # eager through the lowerings, captured, replayed
+    for out in outs:
+        assert pcc(out, fn(x, y)) >= 0.9999
+
+
+def test_what_a_graph_computes_from_its_own_constants_is_computed_once():
+    """A model's torch.tensor(...) constant and what is computed from it alone (gemma3n's
+    Normal(0, 1).icdf(torch.tensor(0.95)) in every layer: an erfinv and its arithmetic) are folded into a constant
+    when the graph is compiled (compiler.fold_constants): no erfinv at the later calls, the CPU's values."""
+    def fn(x):
+        cut = torch.distributions.normal.Normal(0, 1).icdf(torch.tensor(0.95, device=x.device))
+        return torch.relu(x - x.mean(-1, keepdim=True) - x.std(-1, keepdim=True) * cut)
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(3))
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    recs = []
+    with torch.no_grad(), ttnn_eager.strict():
+        for _ in range(3):
+            with ttnn_eager.record_ops() as rec:
+                out = f(x.to(DEV)).cpu()
+            recs.append(rec)
+            assert pcc(out, fn(x)) >= 0.999
+    assert not recs[1].ttnn["erfinv"] and not recs[1].aten["aten.erfinv.default"], dict(recs[1].ttnn)
+    with torch.no_grad(), ttnn_eager.record_ops() as eager:
+        fn(x.to(DEV))
+    assert eager.ttnn["erfinv"] == 1 and sum(recs[1].ttnn.values()) < sum(eager.ttnn.values())

@@ -596,20 +596,3 @@ def test_module_to_with_a_live_autograd_graph_moves_the_whole_module():
     assert kept.shape == (2, 8) and fresh[1].weight is ln and ln.device == torch.device(DEV)
     with pytest.raises(TypeError):  # other failures of Module._apply pass through unchanged
         fresh.to(object())
-
-
-def test_pinned_memory_says_why_it_cannot_work_and_non_blocking_copies_run():
-    """PyTorch asks a device's C++ PrivateUse1 hooks for a pinned-memory allocator; a Python backend cannot
-    provide one (torch._C._acc.PrivateUse1Hooks has no such method): pin_memory() and DataLoader(pin_memory=True)
-    say so. This test fails, as it should, once PyTorch lets Python provide the allocator."""
-    assert not hasattr(torch._C._acc.PrivateUse1Hooks, "get_pinned_memory_allocator")
-    with pytest.raises(NotImplementedError, match="pinned memory is not available for the ttnn device"):
-        torch.randn(3).pin_memory()
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4, 2)), batch_size=2,
-                                         pin_memory=True, pin_memory_device="ttnn")
-    import warnings
-    with warnings.catch_warnings(), pytest.raises(NotImplementedError, match="Leave pin_memory off"):
-        warnings.simplefilter("ignore")  # (pin_memory_device's deprecation notice)
-        next(iter(loader))
-    x = torch.randn(3, 5)
-    assert torch.equal(x.to(DEV, non_blocking=True).cpu(), x.to(torch.bfloat16).float())

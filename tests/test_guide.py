@@ -24,6 +24,7 @@ def test_guide_examples_run(tmp_path):
     assert "WORMHOLE_B0 (8, 8) (2, 0)\nTrue\nTrue\n" in out  # device properties and the peak
     assert "autocast: torch.bfloat16 torch.float32 torch.float32\ntorch.float32\n" in out
     assert "scale: 1024.0\n" in out  # GradScaler: no inf step, the scale kept
+    assert "True ttnn:0\npinned batches: True\n" in out  # pinned memory
     assert "compiled == eager: True" in out
     assert "3.1406" in out and "3.1416" in out
     assert "ttnn devices do not support torch.float64" in out

@@ -96,8 +96,27 @@ def test_the_rule_reader_sees_imports():
     assert ("ttnn_eager.device.base", "ttnn") in seen
 
 
+# rooms of features/ whose imports are narrower than the layer's: room -> what of the package it may import
+ROOMS = {
+    "ttnn_eager.features.mesh": ("ttnn_eager.core", "ttnn_eager.device", "ttnn_eager.features.mesh",
+                                 "ttnn_eager.features.distributed"),
+}
+
+
+def test_rooms_of_features_keep_to_their_imports():
+    found = []
+    for module, is_package, path in _modules():
+        room = next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+        if room is None:
+            continue
+        for target, line in _imports(module, is_package, path):
+            if target.startswith("ttnn_eager") and target not in LEAVES and not target.startswith(ROOMS[room]):
+                found.append(f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+    assert found == []
+
+
 def test_every_folder_says_what_it_owns_and_may_import():
-    for folder in ("core", "device", "lowerings", "features", "tools"):
+    for folder in ("core", "device", "lowerings", "features", "features/mesh", "tools"):
         doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
         assert doc and "import" in doc.lower(), folder
 
@@ -110,3 +129,66 @@ def test_lowerings_are_named_after_their_ops():
         if name.endswith("_") and not name.startswith("_"):
             assert any(o.fn is entry.fn and o.op._schema.name.endswith("_") for o in REGISTRY.values()), (
                 f"{name} (for {op}) reads as an in-place op but lowers no in-place op")
+
+
+SERVING = "ttnn_eager.features.serving"
+SERVING_MAY_IMPORT = ("ttnn_eager.core", "ttnn_eager.device", "ttnn_eager.features.device_module", SERVING)
+SERVING_LAZY = ("transformers", "fastapi", "uvicorn", "openai", "httpx")  # imported only where used
+
+
+def test_serving_imports_its_layers_and_its_libraries_lazily():
+    """features/serving (its __init__.py map): the core, the device layer, config, counters and the device
+    module, never a lowering or a tool; transformers and the server's dependencies only inside functions, so
+    `import ttnn_eager` (which installs the serving hook) imports none of them."""
+    found = []
+    for module, is_package, path in _modules():
+        if not (module == SERVING or module.startswith(SERVING + ".")):
+            continue
+        tree = ast.parse(path.read_text())
+        for target, line in _imports(module, is_package, path):
+            if target.startswith("ttnn_eager") and target not in LEAVES and \
+                    not any(target == m or target.startswith(m + ".") for m in SERVING_MAY_IMPORT):
+                found.append(f"{module}:{line} imports {target}")
+        for node in tree.body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                if name.split(".")[0] in SERVING_LAZY:
+                    found.append(f"{module}:{node.lineno} imports {name} at module level")
+    assert found == []
+    assert any(m.startswith(SERVING) for m, _, _ in _modules())
+
+
+def _lowering_imports() -> dict:
+    """lowerings module -> the lowerings modules it imports (module-level and function-level)."""
+    graph = {}
+    for path in sorted((PACKAGE / "lowerings").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        deps = graph.setdefault(path.stem, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+    return graph
+
+
+def test_the_lowerings_import_each_other_without_a_cycle():
+    """The lowerings form one direction too (complex.py, the complex forms of the factories, views and padding,
+    sits above them; factory.py's complex -> bool cast tests the parts itself instead of importing complex's
+    abs): an import cycle, even through a function-level import, is reported with its path."""
+    graph = _lowering_imports()
+    assert "factory" in graph["complex"] and "complex" not in graph["factory"]
+
+    def cycle_from(start):
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    return path + [start]
+                if nxt in graph and nxt not in path:
+                    stack.append((nxt, path + [nxt]))
+        return None
+
+    cycles = [c for c in map(cycle_from, sorted(graph)) if c]
+    assert not cycles, " ; ".join(" -> ".join(c) for c in cycles)

@@ -173,7 +173,7 @@ def _trainer_run(tmp_path, on_ttnn: bool, monkeypatch):
         monkeypatch.delenv("ACCELERATE_TORCH_DEVICE", raising=False)
     args = TrainingArguments(output_dir=str(tmp_path / ("ttnn" if on_ttnn else "cpu")), per_device_train_batch_size=8,
                              max_steps=5, learning_rate=1e-3, logging_steps=1, report_to=[], use_cpu=not on_ttnn,
-                             dataloader_pin_memory=False, save_strategy="no", seed=0, disable_tqdm=True)
+                             save_strategy="no", seed=0, disable_tqdm=True)  # pinning on: the default
     model = _tiny_bert()
     trainer = Trainer(model=model, args=args, train_dataset=_Pairs(), eval_dataset=_Pairs(n=8, seed=1))
     ttnn_eager.reset_stats()
@@ -184,11 +184,13 @@ def _trainer_run(tmp_path, on_ttnn: bool, monkeypatch):
 
 
 def test_hf_trainer_trains_on_ttnn_like_on_the_cpu(tmp_path, monkeypatch):
-    """ACCELERATE_TORCH_DEVICE=ttnn:0: TrainingArguments picks ttnn:0, Trainer.train() runs its default
+    """ACCELERATE_TORCH_DEVICE=ttnn:0 and otherwise default TrainingArguments (dataloader_pin_memory=True: the
+    batches come pinned, from the device's host allocator): TrainingArguments picks ttnn:0, Trainer.train() runs its default
     fused AdamW there (5 steps, 0 fallbacks); the losses fall and each is within 2% of the CPU run's;
     evaluate() and save_model() work."""
     args, model, trainer, losses, fallbacks = _trainer_run(tmp_path, True, monkeypatch)
-    assert args.device == torch.device(DEV)
+    assert args.device == torch.device(DEV) and args.dataloader_pin_memory  # the default: batches pinned
+    assert trainer.get_train_dataloader().pin_memory  # (accelerate's loader hands batches over on ttnn:0)
     assert all(p.device == torch.device(DEV) for p in model.parameters())
     assert fallbacks == 0
     metrics = trainer.evaluate()

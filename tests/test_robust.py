@@ -342,6 +342,9 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
     "fft": lambda x, i: (torch.view_as_real(torch.fft.rfft(x)), torch.view_as_real(torch.fft.fft(i)),
                          torch.fft.irfft(torch.fft.fft(x), x.shape[-1]), torch.fft.fftn(x).real),
     "fused": lambda x, i: _fused_edges(x),
+    "fused_vision": lambda x, i: _fused_vision_edges(x),
+    "dtype_views": lambda x, i: (x.view(torch.int32), x.bfloat16().view(torch.uint8),
+                                 (x.view(torch.uint8) + 0).view(torch.float32) * 2),
     "unary": lambda x, i: (torch.tanh(x), torch.relu(x), torch.sigmoid(x), torch.exp(x), torch.log(x.abs() + 1),
                            torch.sqrt(x.abs()), torch.rsqrt(x.abs() + 1), torch.erf(x), F.silu(x), F.gelu(x),
                            F.gelu(x, approximate="tanh"), torch.reciprocal(x.abs() + 1), -x, x.abs(), -i, i.abs(),
@@ -398,7 +401,7 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
                               torch.ones(4, 3, device=x.device)[i.abs() % 4]),
     "factories": lambda x, i: (torch.zeros_like(x), torch.ones_like(i), torch.full_like(x, 2.0), torch.empty_like(x).fill_(1),
                                x.new_zeros(x.shape), x.new_ones(x.shape), x.new_full(x.shape, 3), x.new_empty(x.shape).zero_(),
-                               x.to(torch.int32), i.to(torch.float32), x.to(torch.bool), x.clone().copy_(x + 1),
+                               x.to(torch.int32), i.to(torch.float32), x.to(torch.bool), x.clone().copy_(x + 1), aten.copy(x, i),
                                torch.zeros(x.shape, device=x.device), torch.ones(x.shape, device=x.device),
                                torch.full(x.shape, 1.5, device=x.device), torch.arange(x.numel(), device=x.device),
                                torch.empty(x.shape, device=x.device).zero_(), torch.scalar_tensor(2.0, device=x.device),
@@ -580,6 +583,30 @@ def _fused_edges(x):
         wq = torch.eye(k, device=x.device)
         out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))
         out += list(ops.split_qkv_heads(torch.cat([x, x * 2, x * 3], -1), 1))
+    return tuple(out)
+
+
+def _vision_conv(x, w, b, stride, padding, dilation, groups, bn_w, bn_b, mean, var, eps, activation):
+    """The meaning of ttnn_eager.conv_bn_act, from PyTorch's ops (the CPU side: the op itself on the device)."""
+    if x.device.type == "ttnn":
+        return torch.ops.ttnn_eager.conv_bn_act(x, w, b, stride, padding, dilation, groups, bn_w, bn_b, mean, var,
+                                                eps, activation)
+    y = torch.nn.functional.batch_norm(torch.nn.functional.conv2d(x, w, b, stride, padding, dilation, groups),
+                                       mean, var, bn_w, bn_b, False, 0.0, eps)
+    return torch.relu(y) if activation == "relu" else y
+
+
+def _fused_vision_edges(x):
+    """The fused vision ops torch.compile puts in graphs (features/compile/vision.py), an edge shape's last two
+    dimensions as a one-channel image."""
+    import ttnn_eager.lowerings  # noqa: F401  (defines torch.ops.ttnn_eager)
+    out = [torch.ops.ttnn_eager.add_act(x, x * 2, "relu")]
+    if x.dim() >= 2:
+        img = x.reshape(1, 1, *x.shape[-2:])
+        w = torch.linspace(-1, 1, 18, device=x.device).reshape(2, 1, 3, 3)
+        ones = torch.ones(2, device=x.device)
+        out.append(_vision_conv(img, w, ones, [1, 1], [1, 1], [1, 1], 1, ones * 2, ones * 0.5, ones * 0.1,
+                                ones * 4, 1e-5, "relu"))
     return tuple(out)
 
 

@@ -36,3 +36,21 @@ class _RoundedLength(torch.nn.Module):
 
 def rounded_length():
     return _RoundedLength().eval(), {"x": torch.ones(1)}
+
+
+class _Broken(torch.nn.Module):
+    """Two linears with a graph break between them (what transformers' own data-dependent code makes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32)
+
+    def forward(self, input):
+        h = torch.relu(self.a(input))
+        torch._dynamo.graph_break()
+        return self.b(h)
+
+
+def graph_break():
+    torch.manual_seed(0)
+    return _Broken().eval(), {"input": torch.randn(4, 32)}

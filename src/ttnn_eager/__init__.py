@@ -44,6 +44,10 @@ from .features import libraries as _libraries  # noqa: E402
 
 _libraries.install()  # torch.amp.GradScaler("ttnn") without float64 (features/libraries/amp.py)
 
+from .features import serving as _serving  # noqa: E402
+
+_serving.install()  # transformers' paged cache sized from the device's memory (an import hook: cheap)
+
 from .config import configure, strict  # noqa: E402
 from .counters import reset_stats, stats  # noqa: E402
 
@@ -61,6 +65,9 @@ def __getattr__(name):  # heavier pieces load on first use (they import ttnn)
     if name == "report":
         from .features.report import report
         return report
+    if name == "mesh":  # mesh mode: one process drives a board's chips (features/mesh)
+        from .features import mesh
+        return mesh
     if name == "record_ops":
         from .features.inventory import record_ops
         return record_ops

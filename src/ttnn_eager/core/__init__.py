@@ -2,6 +2,9 @@
 
     registration.py    the `ttnn` device in PyTorch: PrivateUse1 renamed, kernels, the autograd rule for ops
                        kept whole (cheap: no ttnn import)
+    native.py          the C++ part (../csrc: PyTorch's PrivateUse1 hooks -- pinned memory, device count --,
+                       the device guard, the result-tensor factory): built once per torch version, loaded
+                       with ctypes (docs/design/platform.md)
     tensor.py          the torch.Tensor of a ttnn device: a plain PrivateUse1 tensor whose storage holds its
                        Handle (new_tensor, handle_of, is_ttnn), and PyTorch's storage paths made safe
     dispatch.py        the single entry point of every aten op: lowering, decomposition or CPU fallback;

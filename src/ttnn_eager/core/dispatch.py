@@ -924,10 +924,14 @@ INVERSES[_strided] = _strided_inverse
 def _run(base: api.Handle, size: tuple, offset: int) -> api.Handle:
     """A contiguous run of base's elements, of shape `size` from element `offset` (DDP's views into its flat
     gradient bucket, made in C++ by as_strided): a slice of the flattened base, reshaped, on the device (the
-    view and slice lowerings)."""
+    view and slice lowerings), or derived on the host when the slice lowering refuses the base (its one row
+    longer than a core's L1 holds: a default-vocabulary BERT's bucket)."""
     view, cut = BY_ID[id(aten.view.default)].fn, BY_ID[id(aten.slice.Tensor)].fn
     n = math.prod(size)
-    return view(cut(view(base, [base.shape.numel()]), 0, offset, offset + n), list(size))
+    try:
+        return view(cut(view(base, [base.shape.numel()]), 0, offset, offset + n), list(size))
+    except Unfit:  # a flat base of rows longer than a core's L1 holds: the host route, counted
+        return _strided(base, base.dtype, size, _tensor.contiguous_strides(tuple(size)), offset)
 
 
 def _run_inverse(base: api.Handle, value: api.Handle, size: tuple, offset: int, pos=None) -> api.Handle:

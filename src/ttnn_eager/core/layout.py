@@ -519,11 +519,18 @@ def table_parts(h: api.Handle) -> list:
     cached = _TABLE_PARTS.get(h)
     if cached is not None and cached[0] is h.tt:
         return cached[1]
+    # The first part is the value clamped to bfloat16's range: float32's largest magnitudes (a mask's
+    # finfo(float32).min) round to an infinite bfloat16, and the remainder x - (-inf) to +inf (-inf + inf: NaN in
+    # the sum; informer's ProbSparse mask under mixed storage). An infinite value is whole in the first two parts
+    # (BFLOAT16_MAX and the infinity), its third part 0 (inf - inf: NaN, zeroed); a NaN stays NaN in every part.
     parts, rest = [], ensure(h, TILE)
     for i in range(3):
-        part = _typecast(rest, api.BFLOAT16)
+        part = _typecast(api.run("clamp", rest, min=-BFLOAT16_MAX, max=BFLOAT16_MAX) if i == 0 else rest,
+                         api.BFLOAT16)
         if i < 2:
             rest = api.run("subtract", rest, _typecast(part, api.FLOAT32))
+        if i == 1:
+            rest = api.run("where", api.run("logical_and", api.run("isnan", rest), api.run("isinf", part)), 0.0, rest)
         _relayout(part, api.ROW_MAJOR)
         parts.append(part)
     _TABLE_PARTS[h] = (h.tt, parts)
@@ -742,13 +749,37 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     16 MiB or more -- tiny last two dimensions of a high-rank result, e.g. Mamba2's chunked scan (FalconH1)
     einsum 'bclhn,bcshn->bclsh' permuting B to [b, h, l, n, 1, 1]: 32 GiB in TILE for 32 MiB of elements.
     Such a permute runs ROW_MAJOR (h converted in place, lossless); whoever needs the result TILE converts it,
-    usually after the reshape that folds the size-1 dimensions away (einsum's bmm)."""
-    if h.tt is None or h.layout != api.TILE or h.tt_dtype not in _ROW_MAJOR_TT:
+    usually after the reshape that folds the size-1 dimensions away (einsum's bmm). A reshape takes the same
+    rule: the same einsum first unsqueezes C [b, c, l, s, h] (TILE: 64 MiB in float32) to [b, c, l, s, h, 1],
+    2 GiB in TILE (FalconH1 out of the mock's DRAM under float32 storage), 64 MiB ROW_MAJOR.
+    Rows are pages a core holds (ROW_BYTES_MAX): a tensor goes ROW_MAJOR only when its rows and the result's
+    fit, and a ROW_MAJOR one whose rows or result's rows do not goes TILE (ttnn.reshape of a ROW_MAJOR
+    [n, 2] to [2 n] with n in the millions -- a paged cache's bytes viewed as bfloat16 -- stops in a TT_THROW:
+    "statically allocated dataflow buffers ... beyond max L1 size")."""
+    if h.tt is None or h.tt_dtype not in _ROW_MAJOR_TT:
+        return h
+    rows_fit = row_fits(h.shape, h.tt_dtype) and row_fits(out_shape, h.tt_dtype)
+    if h.layout == api.ROW_MAJOR and not rows_fit:
+        _relayout(h, api.TILE)
+    if h.layout != api.TILE or not rows_fit:
         return h
     tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)
     rows = api.buffer_bytes(out_shape, h.tt_dtype, api.ROW_MAJOR)
     if tile >= 4 * rows and tile - rows >= PERMUTE_ROW_MAJOR_MIN_SAVING:
         _relayout(h, api.ROW_MAJOR)
+    return h
+
+
+def partition_layout(h: api.Handle, dim: int, parts: int) -> api.Handle:
+    """h in the layout ttnn.mesh_partition can cut into `parts` along `dim` (mesh mode: a shard per chip): its
+    own, except a TILE tensor whose part is not whole tiles (its last two dimensions, a 1-D tensor's being
+    [1, n], multiples of 32), which ttnn's slice refuses (TT_FATAL): it is cut ROW_MAJOR (converted in place,
+    lossless)."""
+    if h.layout == api.TILE:
+        part = list(h.shape)
+        part[dim] //= parts
+        if any(d % api.TILE_SIZE for d in ([1, 1] + part)[-2:]):
+            _relayout(h, api.ROW_MAJOR)
     return h
 
 

@@ -11,8 +11,8 @@
       decomposes them (so autograd records their parts and gradients are right) when one does
     - AutocastPrivateUse1: torch.autocast("cuda")'s kernels and lists (autocast.py); other ops fall through
     - torch.load(map_location="ttnn:N") keeps storages on the CPU (PyTorch cannot allocate a ttnn storage; see tensor.py)
-    - pin_memory() for the ttnn device: PyTorch's bare "register PrivateUse1HooksInterface" error re-raised
-      saying why it cannot work (pinned memory needs C++ hooks) and what to do
+    - the C++ hooks and device guard (native.py, csrc/hooks.cpp): pinned memory, N devices, the per-thread
+      current device -- what the Python registration's own hooks cannot answer
     - Module._apply: a conversion involving a ttnn device swaps tensors (Parameter identity and ties kept);
       a failed swap (module.to("ttnn:0") while an autograd graph still holds a parameter) moves that
       module's parameters as new Parameters instead (ties kept), with a warning naming them
@@ -24,7 +24,7 @@ import itertools
 
 import torch
 
-from . import autocast
+from . import autocast, native
 
 BACKEND = "ttnn"
 
@@ -42,6 +42,9 @@ FACTORY_OPS = (
 )
 # CompositeImplicitAutograd ops worth keeping whole for inference: each becomes one fused TT-NN op.
 KEEP_WHOLE = ("linear", "matmul", "scaled_dot_product_attention", "layer_norm", "max_pool2d")
+# Of those, the ops a tensor subclass takes whole when its tensors hold ttnn tensors: DTensor given a sharding
+# rule for them (features/mesh registers linear's), op name -> True. Others decompose for subclasses.
+WHOLE_FOR_SUBCLASSES: set = set()
 
 _libs: list = []
 
@@ -100,8 +103,12 @@ def _keep_whole(op):
             return op.decompose(*args, **kwargs)  # autograd sees (and differentiates) the parts
         if any(type(t) not in _PLAIN and _subclass(t) for t in tensors):
             # a tensor subclass (DTensor of tensor parallelism, FSDP2's params): what PyTorch does without this
-            # kernel -- the parts reach the subclass's __torch_dispatch__, which would not handle the whole op
-            return op.decompose(*args, **kwargs)
+            # kernel -- the parts reach the subclass's __torch_dispatch__, which would not handle the whole op --
+            # unless the subclass has a rule for the whole op (WHOLE_FOR_SUBCLASSES)
+            if op.name() not in WHOLE_FOR_SUBCLASSES:
+                return op.decompose(*args, **kwargs)
+            with torch._C._AutoDispatchBelowAutograd():
+                return op(*args, **kwargs)
         backend = _backend()
         if not torch._C._len_torch_dispatch_stack() and all(t.device.type == BACKEND for t in tensors):
             # nothing but the backend lies below autograd for these tensors: call it directly instead of
@@ -172,7 +179,8 @@ _CPU_KERNELS = ("set_.source_Storage_storage_offset", "set_.source_Storage", "as
 _NOT_OURS = {"detach", "alias", "lift_fresh", "set_", "as_strided", "as_strided_", "is_same_size", "_has_same_storage_numel", "_version",
              "record_stream", "_nested_tensor_from_mask_left_aligned", "sym_size", "sym_stride", "sym_numel",
              "sym_storage_offset", "sym_is_contiguous", "_unsafe_set_version_counter", "lift", "_make_dep_token",
-             "resize_as_", "_assert_async", "_functional_assert_async", "_print", "_assert_tensor_metadata"}
+             "resize_as_", "_assert_async", "_functional_assert_async", "_print", "_assert_tensor_metadata",
+             "_pin_memory", "is_pinned"}  # PyTorch's own: a device tensor is not pinned, and cannot be
 
 
 def _reshape_alias(x, size, stride):
@@ -205,10 +213,15 @@ def register(device_module, load_backend) -> None:
     global _load_backend
     if torch._C._get_privateuse1_backend_name() == BACKEND:
         return
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
-
     _load_backend = load_backend
-    _setup_privateuseone_for_python_backend(BACKEND, backend_module=device_module)
+    # PyTorch's Python-backend set-up (torch.utils.backend_registration._setup_privateuseone_for_python_backend)
+    # with the C++ hooks and device guard of native.py in place of its Python ones (pinned memory, N devices)
+    native.register(device_module.device_count)  # first: builds them if needed, and a failure registers nothing
+    torch.utils.rename_privateuse1_backend(BACKEND)
+    torch.utils.generate_methods_for_privateuse1_backend()
+    torch._register_device_module(BACKEND, device_module)
+    from ..device import runtime
+    runtime.use_thread_current_device(native.current_device, native.set_current_device)
     from . import tensor  # noqa: F401  (its storage patches: no C++ allocation of a ttnn storage)
 
     fallback = torch.library.Library("_", "IMPL")
@@ -230,7 +243,6 @@ def register(device_module, load_backend) -> None:
     autocast.register(kernels)
     _libs.extend([fallback, kernels])
     _patch_module_apply()
-    _explain_pinned_memory()
     # torch.load(..., map_location="ttnn:0") maps every storage of the file to ttnn:0; PyTorch's own
     # deserializer for the device would allocate a ttnn storage, which does not exist (the process dies).
     # Storages stay on the CPU instead: a ttnn tensor is saved as its CPU value plus its device (tensor.py)
@@ -350,31 +362,3 @@ def _patch_module_apply() -> None:
 
     _apply._ttnn_eager_wrapped = True
     M._apply = _apply
-
-
-PINNED_MEMORY_HELP = (
-    "pinned memory is not available for the ttnn device: PyTorch asks the device's PrivateUse1 hooks for a "
-    "pinned-memory allocator (getPinnedMemoryAllocator), and a Python backend cannot provide one -- the hooks "
-    "class Python may subclass (torch._C._acc.PrivateUse1Hooks, torch 2.14) has only is_available, "
-    "has_primary_context and is_built. Leave pin_memory off (DataLoader(pin_memory=False), the default); "
-    "host-to-device copies with non_blocking=True are accepted (they run synchronously).")
-
-
-def _explain_pinned_memory() -> None:
-    """Wrap Tensor.pin_memory (DataLoader(pin_memory=True) calls it) so that pinning for the ttnn device
-    names the reason it cannot work; any other device, and any other error, pass through."""
-    pin = torch.Tensor.pin_memory
-    if getattr(pin, "_ttnn_eager_wrapped", False):
-        return
-
-    @functools.wraps(pin)
-    def pin_memory(self, *args, **kwargs):
-        try:
-            return pin(self, *args, **kwargs)
-        except NotImplementedError as err:
-            if "getPinnedMemoryAllocator" not in str(err):
-                raise
-            raise NotImplementedError(PINNED_MEMORY_HELP) from err
-
-    pin_memory._ttnn_eager_wrapped = True
-    torch.Tensor.pin_memory = pin_memory

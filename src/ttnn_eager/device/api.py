@@ -57,7 +57,7 @@ from .base import RUNTIME, Handle, _resolve, shape_of, ttnn  # noqa: F401  (the 
 TILE = ttnn.TILE_LAYOUT
 ROW_MAJOR = ttnn.ROW_MAJOR_LAYOUT
 BFLOAT16, BFLOAT8_B, FLOAT32 = ttnn.bfloat16, ttnn.bfloat8_b, ttnn.float32
-INT32, UINT32 = ttnn.int32, ttnn.uint32
+INT32, UINT32, UINT16 = ttnn.int32, ttnn.uint32, ttnn.uint16
 TILE_SIZE = 32
 
 _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32: 4, ttnn.bfloat8_b: 1.0625}
@@ -73,19 +73,22 @@ retries: dict = {}  # device index -> ops retried after the program cache was em
 
 # ----------------------------------------------------------------------------------------------- devices
 _devices: dict = {}
+_meshes: dict = {}  # device index -> (rows, columns) of a device opened as a mesh of chips (mesh mode)
 
 
 def device_count() -> int:
-    """The chips this process sees (runtime.visible_devices: a torchrun rank sees its own chip only)."""
+    """The chips this process sees (runtime.visible_devices: a torchrun rank sees its own chip only); in mesh
+    mode one device, `ttnn:0`, the whole mesh."""
+    if runtime.mesh_shape() is not None:
+        return 1
     n = BACKEND.device_count()
     visible = runtime.visible_devices()
     if visible is None:
         return n
     bad = [i for i in visible if not 0 <= i < n]
     if bad:
-        raise RuntimeError(f"this process is to use chip {bad[0]} (TTNN_EAGER_VISIBLE_DEVICES, or torchrun's "
-                           f"LOCAL_RANK), but the {RUNTIME.board or 'system'} has {n} chip(s): start at most "
-                           f"{n} rank(s) per host, or set TTNN_EAGER_VISIBLE_DEVICES")
+        raise RuntimeError(f"TTNN_EAGER_VISIBLE_DEVICES names chip {bad[0]}, but the {RUNTIME.board or 'system'} "
+                           f"has {n} chip(s) (0 .. {n - 1}): list only those")
     return len(visible)
 
 
@@ -100,10 +103,36 @@ def device(index: int):
     dev = _devices.get(index)
     if dev is None:
         check_index(index)
-        dev = _devices[index] = ttnn.open_device(device_id=runtime.physical_index(index),
-                                                 l1_small_size=L1_SMALL_SIZE,
-                                                 **BACKEND.open_options())
+        mesh = runtime.mesh_shape()
+        if mesh is not None:
+            dev = _devices[index] = _open_mesh(mesh)
+            _meshes[index] = mesh
+        else:
+            dev = _devices[index] = ttnn.open_device(device_id=runtime.physical_index(index),
+                                                     l1_small_size=L1_SMALL_SIZE,
+                                                     **BACKEND.open_options())
     return dev
+
+
+def _open_mesh(shape: tuple):
+    """The board's chips as one TT-NN MeshDevice of `shape` on the device fabric (1-D fabric, as TT-NN's own
+    multi-chip models configure it: the collectives need it set before the mesh opens)."""
+    chips = BACKEND.device_count()
+    if shape[0] * shape[1] > chips or any(c >= chips for c in runtime.mesh_chips(shape) or ()):
+        raise RuntimeError(f"TTNN_EAGER_MESH={shape[0]}x{shape[1]} asks for {shape[0] * shape[1]} chips, but the "
+                           f"{RUNTIME.board or 'system'} has {chips}: use a mesh of at most {chips} chips (an n300 "
+                           f"is 1x2, a T3000 2x4 or 1x8)")
+    chips_of = runtime.mesh_chips(shape)
+    ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D)
+    dev = ttnn.open_mesh_device(ttnn.MeshShape(*shape), l1_small_size=L1_SMALL_SIZE, **BACKEND.open_options(),
+                                **({"physical_device_ids": chips_of} if chips_of else {}))
+    BACKEND.set_mesh(shape)
+    return dev
+
+
+def mesh_shape(index: int) -> tuple | None:
+    """(rows, columns) of the mesh behind `ttnn:<index>` once it is open, None for one chip."""
+    return _meshes.get(index)
 
 
 def is_open(index: int) -> bool:
@@ -240,7 +269,11 @@ def _close_all() -> None:
     for index in sorted(_devices, reverse=True):  # remote chips before the MMIO chip that serves them
         dev = _devices.pop(index)
         try:
-            ttnn.close_device(dev)
+            if _meshes.pop(index, None) is not None:
+                ttnn.close_mesh_device(dev)
+                ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+            else:
+                ttnn.close_device(dev)
         except Exception:  # already closed with a chip it shares a cluster with
             pass
 
@@ -462,7 +495,7 @@ def release(h: Handle) -> bool:
     a prepared form of it (layout.prepared), so that the prepared form replaces it on the device instead of
     doubling it. Done only when h alone holds its buffer (sole_owner: no view, clone or graph shares it);
     returns whether it was."""
-    if not sole_owner(h):
+    if not sole_owner(h) or h.index in _meshes:  # (a mesh tensor's chips may hold different values)
         return False
     value = h.shadow
     if value is None:
@@ -517,6 +550,32 @@ def download(h: Handle, via=None) -> torch.Tensor:
         n, c, height, width = h.shape
         return kept.reshape(n, height, width, c).permute(0, 3, 1, 2).to(h.dtype).contiguous()
     return _own(kept.reshape(h.shape).to(h.dtype), kept)
+
+
+def download_chips(h: Handle) -> torch.Tensor:
+    """Every chip's value of a mesh tensor, stacked: [chips, *shape] (device -> host, each chip counted): what
+    the host path of a collective between processes moves for a tensor whose chips hold different values."""
+    if recording is not None:
+        recording.refuse("a device-to-host read (a collective through the host)")
+    chips = math.prod(_meshes[h.index])
+    counters.counts["device_to_host"] += chips
+    values = BACKEND.read_chips(h, chips)
+    return torch.stack([v.reshape(h.shape).to(h.dtype) for v in values])
+
+
+def upload_chips(values: torch.Tensor, like: Handle) -> Handle:
+    """values [chips, *shape] onto the mesh, chip k holding values[k], in `like`'s device dtype and layout
+    (host -> device, each chip counted); the inverse of download_chips."""
+    dev, chips = device(like.index), values.shape[0]
+    src = values.detach().contiguous()
+    src = src.to(torch.bfloat16) if src.dtype == torch.bool else src.to(torch.int32) if src.dtype == torch.int64 \
+        else src
+    with _OutOfMemoryGuard(like.index, f"a {tuple(values.shape[1:])} tensor from the host, per chip"):
+        tt = ttnn.from_torch(src, dtype=like.tt_dtype, layout=like.layout, device=dev,
+                             mesh_mapper=ttnn.ShardTensorToMesh(dev, dim=0))
+    counters.counts["host_to_device"] += chips
+    h = Handle(tt, BACKEND.stored_chips(src, like.tt_dtype), like.dtype, shape_of(tt), like.index)
+    return run("reshape", h, list(values.shape[1:]))
 
 
 def _own(value: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ class Card:
 
     def __init__(self, runtime):
         self.runtime = runtime
+        self.mesh = None  # (rows, columns) once a mesh of chips is open (mesh mode)
 
     def device_count(self) -> int:
         return ttnn.GetNumAvailableDevices()
@@ -44,7 +45,18 @@ class Card:
     def created(self, op: str, args, tt_dtype, kwargs, out):
         return None
 
+    def set_mesh(self, shape: tuple) -> None:
+        self.mesh = shape
+
+    def read_chips(self, h: Handle, chips: int) -> list:
+        return [ttnn.to_torch(t) for t in ttnn.get_device_tensors(h.tt)]
+
+    def stored_chips(self, values: torch.Tensor, tt_dtype):
+        return None
+
     def read(self, h: Handle) -> torch.Tensor:
+        if self.mesh is not None:  # a mesh tensor: chip 0's value (rank 0's local tensor in DTensor's terms)
+            return ttnn.to_torch(ttnn.get_device_tensors(h.tt)[0])
         return ttnn.to_torch(h.tt)
 
     def shadows_off(self):

@@ -52,6 +52,34 @@ def _round(value: torch.Tensor, tt_dtype) -> torch.Tensor:
     return value.to(target)
 
 
+class PerChip(list):
+    """The value of a mesh tensor whose chips hold different values (a shard each, a partial sum each): one
+    torch tensor per chip, in the mesh's row-major order. A value every chip holds alike (a replicated
+    tensor: uploads, and every op on replicated inputs) stays one torch tensor."""
+
+
+def _chip(value, c: int):
+    return value[c] if type(value) is PerChip else value
+
+
+def _on_chip(x, c: int):
+    """An op's argument as chip c sees it: Handles with per-chip values become chip c's Handle."""
+    if isinstance(x, Handle) and type(x.shadow) is PerChip:
+        return Handle(x.tt, x.shadow[c], x.dtype, x.shape, x.index)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_on_chip(y, c) for y in x)
+    return x
+
+
+def _per_chip(args) -> bool:
+    for x in args:
+        if isinstance(x, Handle) and type(x.shadow) is PerChip:
+            return True
+        if isinstance(x, (list, tuple)) and _per_chip(x):
+            return True
+    return False
+
+
 class _Unknown(Exception):
     """An input's value is unknown (made with shadows off): so is the result's."""
 
@@ -184,7 +212,26 @@ def _layer_norm_ref(x, *, epsilon=1e-12, residual_input_tensor=None, weight=None
     return torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), w, b, eps=epsilon)
 
 
+_BITS = {ttnn.float32: torch.float32, ttnn.int32: torch.int32, ttnn.uint32: torch.int32,
+         ttnn.bfloat16: torch.bfloat16, ttnn.uint16: torch.int16}  # a device dtype's bits as a torch dtype
+
+
+def _bitcast_ref(x, dtype, **_):
+    """ttnn.bitcast: x's bits as `dtype` (its golden function reads a uint32 shadow, held as int64, as 64-bit
+    words). x arrives as its host value: float32 for bfloat16 shadows, int64 for uint32, int32 for uint16."""
+    width = 16 if dtype in (ttnn.bfloat16, ttnn.uint16) else 32
+    if x.is_floating_point():
+        bits = x.to(torch.bfloat16 if width == 16 else torch.float32).view(torch.int16 if width == 16 else torch.int32)
+    else:
+        bits = x.to(torch.int16 if width == 16 else torch.int32)  # (wraps: the low bits)
+    out = bits.view(_BITS[dtype])
+    if dtype in (ttnn.uint32, ttnn.uint16):  # unsigned: the held value is non-negative
+        out = out.to(torch.int64) & ((1 << width) - 1)
+    return out
+
+
 REFERENCES = {
+    "bitcast": _bitcast_ref,
     "update_cache": _update_cache_ref,
     "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
@@ -201,10 +248,80 @@ REFERENCES = {
 
 
 
-def shadow(op: str, args, kwargs, outs) -> list:
+# The collectives and the mesh partition: references across chips. Each takes the chips' values (a list, in
+# the mesh's row-major order) and returns them per chip. On a 2-D mesh `cluster_axis` names the mesh axis the
+# chips exchange along (1: within a row, 0: within a column); on a 1-D mesh every chip takes part.
+def _groups(shape: tuple, cluster_axis) -> list:
+    rows, cols = shape
+    if cluster_axis is None:
+        return [list(range(rows * cols))]
+    if cluster_axis == 1:
+        return [[r * cols + c for c in range(cols)] for r in range(rows)]
+    return [[r * cols + c for r in range(rows)] for c in range(cols)]
+
+
+def _across(values: list, shape: tuple, cluster_axis, combine) -> list:
+    out = [None] * len(values)
+    for group in _groups(shape, cluster_axis):
+        for chip, value in zip(group, combine([values[c] for c in group])):
+            out[chip] = value
+    return out
+
+
+def _all_gather_ref(values, shape, *, dim, cluster_axis=None, **_):
+    return _across(values, shape, cluster_axis, lambda vs: [torch.cat(vs, dim)] * len(vs))
+
+
+def _all_reduce_ref(values, shape, *, cluster_axis=None, **_):
+    return _across(values, shape, cluster_axis, lambda vs: [torch.stack(vs).sum(0)] * len(vs))
+
+
+def _reduce_scatter_ref(values, shape, *, dim, cluster_axis=None, **_):
+    return _across(values, shape, cluster_axis, lambda vs: list(torch.stack(vs).sum(0).chunk(len(vs), dim)))
+
+
+def _mesh_partition_ref(values, shape, *, dim, cluster_axis=None, **_):
+    return _across(values, shape, cluster_axis, lambda vs: [v.chunk(len(vs), dim)[k] for k, v in enumerate(vs)])
+
+
+ACROSS_CHIPS = {
+    "all_gather": _all_gather_ref,
+    "all_reduce": _all_reduce_ref,
+    "reduce_scatter": _reduce_scatter_ref,
+    "mesh_partition": _mesh_partition_ref,
+}
+
+
+def _across_chips(op: str, args, kwargs, out, mesh: tuple):
+    x = args[0]
+    if x.shadow is None:
+        return None
+    chips = mesh[0] * mesh[1]
+    values = [_chip(x.shadow, c) for c in range(chips)]
+    values = [v.float() if v.dtype == torch.bfloat16 else v for v in values]
+    named = {k: v for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
+    if len(args) > 1:
+        named["dim"] = args[1]
+    results = [_round(r.contiguous().reshape(shape_of(out)), out.dtype) for r in ACROSS_CHIPS[op](values, mesh, **named)]
+    if all(r is results[0] or torch.equal(r, results[0]) for r in results[1:]):
+        return results[0]  # every chip holds the same value: replicated
+    return PerChip(results)
+
+
+def shadow(op: str, args, kwargs, outs, mesh: tuple | None = None) -> list:
     """Shadow execution: the values of `outs` (results of ttnn.<op>), from the reference on the shadows:
     the hardware numerics model for the call's compute-kernel config where numerics.py has one, else the
-    golden function (or REFERENCES) in float32; then rounded to the output's device dtype."""
+    golden function (or REFERENCES) in float32; then rounded to the output's device dtype. On a mesh, an op
+    on inputs whose chips hold different values is computed chip by chip (PerChip), and the collectives
+    across chips (ACROSS_CHIPS)."""
+    if mesh is not None:
+        if op in ACROSS_CHIPS:
+            return [_across_chips(op, args, kwargs, outs[0], mesh)]
+        if _per_chip(args) or _per_chip(kwargs.values()):
+            chips = [shadow(op, _on_chip(args, c), {k: _on_chip(v, c) for k, v in kwargs.items()}, outs)
+                     for c in range(mesh[0] * mesh[1])]
+            return [None if any(v[i] is None for v in chips) else PerChip(v[i] for v in chips)
+                    for i in range(len(outs))]
     try:
         gkwargs = {k: _golden_input(v) for k, v in kwargs.items() if k not in _DEVICE_ONLY_KWARGS}
         gargs = _golden_input(args)
@@ -223,6 +340,10 @@ class Mock:
     def __init__(self, runtime):
         self.runtime = runtime
         self.shadowing = True  # shadow execution on (off inside shadows_off)
+        self.mesh = None       # (rows, columns) once a mesh of chips is open (mesh mode)
+
+    def set_mesh(self, shape: tuple) -> None:
+        self.mesh = shape
 
     def device_count(self) -> int:
         return self.runtime.chips
@@ -243,22 +364,29 @@ class Mock:
         return _round(value, tt_dtype)  # a staged tensor's host value (api.stage)
 
     def value(self, op: str, args, kwargs, out):
-        return shadow(op, args, kwargs, (out,))[0] if self.shadowing else None
+        return shadow(op, args, kwargs, (out,), self.mesh)[0] if self.shadowing else None
 
     def values(self, op: str, args, kwargs, outs) -> list:
-        return shadow(op, args, kwargs, outs) if self.shadowing else [None] * len(outs)
+        return shadow(op, args, kwargs, outs, self.mesh) if self.shadowing else [None] * len(outs)
 
     def created(self, op: str, args, tt_dtype, kwargs, out):
         if not self.shadowing:
             return None
         return _round(_reference(op)(*args, dtype=tt_dtype, **kwargs).reshape(shape_of(out)), out.dtype)
 
+    def read_chips(self, h: Handle, chips: int) -> list:
+        self.read(h)  # (the unknown-value error)
+        return list(h.shadow) if type(h.shadow) is PerChip else [h.shadow] * chips
+
+    def stored_chips(self, values: torch.Tensor, tt_dtype):
+        return PerChip(_round(v.unsqueeze(0), tt_dtype) for v in values)
+
     def read(self, h: Handle) -> torch.Tensor:
         if h.shadow is None:
             raise RuntimeError("ttnn_eager: the value of this tensor is unknown: it was computed on the mock "
                                "device with shadow execution off (ttnn_eager.device.api.shadows_off, for host-time "
                                "benchmarks only)")
-        return h.shadow
+        return h.shadow[0] if type(h.shadow) is PerChip else h.shadow  # a mesh: chip 0's (rank 0's) value
 
     @contextlib.contextmanager
     def shadows_off(self):

@@ -11,11 +11,17 @@ its devices is the current one (`ttnn` with no index).
     auto            (default) hardware if a card is found (/dev/tenstorrent), else mock-wormhole, with a
                     one-line notice on stderr
 
-Which chips this process sees (`visible_devices`, what CUDA_VISIBLE_DEVICES is for CUDA): all of them, unless
-`TTNN_EAGER_VISIBLE_DEVICES` lists physical indices ("1", "0,1"; "all" for every chip), or the process is one
-of several torchrun ranks on this host (LOCAL_RANK and LOCAL_WORLD_SIZE > 1 set): then it owns chip LOCAL_RANK
-alone. Visible chips are renumbered from 0, so each rank's chip is `ttnn:0` (PyTorch 2.14's autograd engine
-gives a Python device one device queue: a backward on `ttnn:1` fails inside the engine).
+Which chips this process sees (`visible_devices`) follows CUDA_VISIBLE_DEVICES: all of them, as ttnn:0 ..
+ttnn:N-1, unless `TTNN_EAGER_VISIBLE_DEVICES` lists physical indices ("1", "0,1"; "all" for every chip), which
+are then renumbered from 0. A torchrun rank sees every chip too and names its own as
+`torch.device("ttnn", LOCAL_RANK)`, CUDA's idiom; it differs from CUDA in one respect: a rank starts with its
+own chip as the current device (`initial_device`: "ttnn" without an index is ttnn:LOCAL_RANK), because two
+processes cannot share a chip. (Until the C++ device guard, each rank saw only its chip, as ttnn:0: the
+Python guard reported one device, so a backward on ttnn:1 stopped in the autograd engine; docs/design/platform.md.)
+
+Mesh mode (features/mesh): `TTNN_EAGER_MESH=RxC` (or `ttnn_eager.mesh.init((R, C))` before the device
+opens) makes `ttnn:0` one TT-NN MeshDevice of R x C chips on the device fabric: the process then sees one
+ttnn device, and every op runs on every chip of it (`mesh_shape()`).
 
 A mock device is the whole real ttnn library (validation, program factories, the DRAM/L1 allocator) with
 no hardware behind it: ttnn reads a UMD cluster descriptor (TT_METAL_MOCK_CLUSTER_DESC_PATH) instead of
@@ -60,31 +66,73 @@ class Runtime:
 
 
 _runtime: Runtime | None = None
-_current = 0  # the current device index: `ttnn` without an index (torch.ttnn.set_device)
+_current = 0  # the current device index: `ttnn` without an index (torch.ttnn.set_device), until the hooks hold it
+_thread_current = None  # (get, set) of the C++ hooks' per-thread current device, once registered (core/native.py)
+
+
+def use_thread_current_device(get, set_) -> None:
+    """From registration on, the current device is the C++ device guard's, per thread as CUDA's is (the
+    autograd engine's device threads set theirs; a thread starts on initial_device())."""
+    global _thread_current
+    _thread_current = (get, set_)
 
 
 def current_device() -> int:
-    return _current
+    return _thread_current[0]() if _thread_current else _current
 
 
 def index_of(device=None) -> int:
     """The device index a `device` argument names (torch.cuda's convention): None, "ttnn" or a ttnn device
     without an index is the current device; an int is an index; any other device type is a ValueError."""
     if device is None:
-        return _current
+        return current_device()
     if isinstance(device, int):
         return device
     import torch  # not at module level: this module runs before anything heavy is imported
     device = torch.device(device)
     if device.type != "ttnn":
         raise ValueError(f"expected a ttnn device, got {device}")
-    return _current if device.index is None else device.index
+    return current_device() if device.index is None else device.index
+
+
+_mesh: tuple | None = None  # the mesh shape set by set_mesh_shape (before the device opens), else from the env
+
+
+def mesh_shape() -> tuple | None:
+    """(rows, columns) of the mesh `ttnn:0` is (TTNN_EAGER_MESH="1x2", or set_mesh_shape), None outside mesh
+    mode."""
+    if _mesh is not None:
+        return _mesh
+    spec = os.environ.get("TTNN_EAGER_MESH", "").strip().lower()
+    if not spec:
+        return None
+    try:
+        rows, cols = (int(p) for p in spec.split("x"))
+    except ValueError:
+        raise RuntimeError(f"TTNN_EAGER_MESH={spec!r}: expected the mesh shape as ROWSxCOLUMNS, such as 1x2 (an "
+                           f"n300) or 2x4 (a T3000)") from None
+    return _check_mesh((rows, cols))
+
+
+def _check_mesh(shape: tuple) -> tuple:
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"a mesh shape is (rows, columns) of at least one chip each, got {shape}")
+    return (int(shape[0]), int(shape[1]))
+
+
+def set_mesh_shape(shape) -> None:
+    """Mesh mode from here on (the caller has checked that the device is not open yet); None leaves it."""
+    global _mesh
+    _mesh = None if shape is None else _check_mesh(tuple(shape))
 
 
 def set_current_device(index: int) -> None:
-    """Make ttnn:<index> the current device (the caller has checked that it exists)."""
+    """Make ttnn:<index> the current device of the calling thread (the caller has checked that it exists)."""
     global _current
-    _current = index
+    if _thread_current:
+        _thread_current[1](index)
+    else:
+        _current = index
 
 
 def visible_devices() -> tuple | None:
@@ -98,16 +146,81 @@ def visible_devices() -> tuple | None:
         except ValueError:
             raise RuntimeError(f"TTNN_EAGER_VISIBLE_DEVICES={spec!r}: expected chip indices such as 0 or 0,1, "
                                f"or all") from None
-    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
-    if local_rank is not None and local_size is not None and int(local_size) > 1:
-        return (int(local_rank),)
     return None
 
 
-def physical_index(index: int) -> int:
-    """The physical chip behind the logical `ttnn:<index>`."""
+def _local_rank() -> tuple | None:
+    """(LOCAL_RANK, LOCAL_WORLD_SIZE) of one of several torchrun ranks on this host, else None."""
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    try:
+        if local_rank is not None and local_size is not None and int(local_size) > 1:
+            return int(local_rank), int(local_size)
+    except ValueError:
+        pass
+    return None
+
+
+def initial_device() -> int:
+    """The current device a thread starts with: the rank's chip (LOCAL_RANK) for one of several torchrun ranks
+    on this host (LOCAL_WORLD_SIZE > 1), else ttnn:0."""
+    try:
+        if mesh_shape() is not None:
+            return 0  # mesh mode: the mesh (this rank's card, see mesh_chips) is ttnn:0
+    except RuntimeError:
+        return 0  # an invalid TTNN_EAGER_MESH: said when the device opens
+    rank = _local_rank()
+    return rank[0] if rank else 0
+
+
+def mesh_chips(shape: tuple) -> list | None:
+    """The physical chips of this process's mesh of `shape`: TTNN_EAGER_VISIBLE_DEVICES's, or for one of
+    several torchrun ranks on this host its own card's (the card-shaped launch: a T3000 as 4 ranks, each
+    driving its n300 as a 1x2 mesh; the mock T3000's cards are chips (r, r + 4): PCIe chip r and its remote
+    partner), else None: every chip, from the system mesh's origin."""
+    n = shape[0] * shape[1]
     visible = visible_devices()
-    return index if visible is None else visible[index]
+    if visible is not None:
+        return list(visible[:n])
+    local_rank, local_size = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    if local_rank is None or local_size is None or int(local_size) <= 1:
+        return None
+    r = int(local_rank)
+    if requested_mode() == "mock-t3000" and n == 2:
+        return [r, r + 4]
+    return list(range(r * n, (r + 1) * n))
+
+
+def known_device_count() -> int | None:
+    """The ttnn devices this process sees when that is known without ttnn (a mock device: its cluster
+    descriptor's chips; the visible ones); None for a card (ttnn counts its chips) or an invalid setting."""
+    try:
+        visible = visible_devices()
+        mode = requested_mode()
+        if mesh_shape() is not None:
+            return 1  # mesh mode: ttnn:0 is the whole mesh
+    except (RuntimeError, ValueError):
+        return None  # said at the first use of a device
+    if visible is not None:
+        return len(visible)
+    if mode == "auto":
+        mode = "hardware" if hardware_present() else "mock-wormhole"
+    return None if mode == "hardware" else _DESCRIPTORS[mode][2]
+
+
+def physical_index(index: int) -> int:
+    """The physical chip behind the logical `ttnn:<index>` (device/api.py asks when it opens the device). A
+    torchrun rank opening another local rank's chip is warned: scripts of the rule before issue 35 (each rank
+    saw its chip as ttnn:0) name ttnn:0 in every rank, and two processes cannot share a chip on a card."""
+    visible = visible_devices()
+    chip = index if visible is None else visible[index]
+    rank = _local_rank()
+    if visible is None and rank and chip != rank[0] and chip < rank[1]:
+        import warnings
+        warnings.warn(f"ttnn_eager: this torchrun rank (LOCAL_RANK={rank[0]}) opens ttnn:{chip}, the chip of local "
+                      f"rank {chip}; two processes cannot share a chip on a card. A rank's own chip is "
+                      f"torch.device('ttnn', LOCAL_RANK), also its current device ('ttnn' without an index), as "
+                      f"on CUDA (before issue 35 each rank saw its chip as ttnn:0)", stacklevel=3)
+    return chip
 
 
 def hardware_present() -> bool:

@@ -5,6 +5,7 @@
     inventory.py       ttnn_eager.record_ops: which aten and TT-NN ops a region ran
     report.py          ttnn_eager.report: per-op coverage, time and fallbacks of a run
 
-Imports: the core, the device layer, config and counters (never a tool). torch.compile and
-torch.distributed support belong here too, each in a folder of its own (compile/, distributed/).
+Imports: the core, the device layer, config and counters (never a tool). torch.compile,
+torch.distributed and the mesh mode belong here too, each in a folder of its own (compile/, distributed/, mesh/:
+one process driving a board's chips on the device fabric).
 """

@@ -49,8 +49,9 @@ def current_device() -> int:
 def set_device(device) -> None:
     """Make `device` (an index, "ttnn:N" or torch.device) the default for `ttnn` without an index.
 
-    A process that sees only some chips (a torchrun rank: device/runtime.py's visible_devices) may name its
-    chip by its physical index, as `torch.ttnn.set_device(local_rank)` scripts do: that is its `ttnn:0`."""
+    Per thread, as torch.cuda.set_device (the C++ device guard's current device). A process that sees only
+    some chips (TTNN_EAGER_VISIBLE_DEVICES: device/runtime.py's visible_devices) may also name one by its
+    physical index when that is no logical one."""
     index = _index(device)
     visible = runtime.visible_devices()
     if visible is not None and index >= len(visible) and index in visible:

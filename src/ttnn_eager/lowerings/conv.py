@@ -407,7 +407,7 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     if transposed:
         spec["output_padding"] = output_padding
     chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
-    extra = {"mirror_kernel": True} if transposed else {}
+    extra = {"mirror_kernel": True} if transposed else _row_slices(oh, kw, c // groups, width, x.tt_dtype)
     rows = []
     batches = _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype)
     if len(batches) > 1 and _resident(x):
@@ -482,6 +482,32 @@ def _batches(n, c, o, kernel, stride, padding, dilation, tt_dtype) -> list:
     extent = math.prod(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
     per_image = (c + o / 8) * (4 if tt_dtype == api.FLOAT32 else 2) * max(1.0, extent / 9) * max(stride)
     return batch_chunks(n, max(1, int(_BATCH_BYTES // per_image)))
+
+
+# A 1-D convolution (one output row) cannot be cut into rows, and TT-NN's DRAM auto slice tries only the rows:
+# when the whole row does not fit L1 it stops in TT_FATAL "DRAM Auto slice could not find valid slice
+# configuration" (op_slicing.cpp). What decides is the kernel's width in bytes, not the length. Measured (mock n150,
+# ttnn 0.81.1; 1 or 32 input channels, 64 outputs, lengths 3840 to 30720, strides 1 to 64): float32 passes up to
+# a kernel 92 wide and fails from 96 (moonshine's 127 of stride 64 under float32 storage), bfloat16 passes 180 and
+# fails from 250 -- a kernel row of more than ROW_KERNEL_BYTES. Such a convolution of at most 32 input channels runs
+# in two slices of the output's columns (Conv2dSliceConfig, width; measured: float32 kernels 127 and 200, bfloat16
+# 400, exact); TT-NN allows ceil(OW / 32) slices, so an output of 32 columns or fewer cannot be cut, and with more
+# input channels the circular buffers overflow L1 even cut (64 channels, kernel 127: 2.7 MB of 1.5 MB): refused.
+ROW_KERNEL_BYTES = 368
+
+
+def _row_slices(oh: int, kw: int, c_g: int, ow: int, tt_dtype) -> dict:
+    """conv2d's extra arguments for a one-row output with a wide kernel (see above): a width slicing in two, or
+    Unfit where no slicing fits; {} for every other convolution (TT-NN's automatic slicing)."""
+    row = kw * (4 if tt_dtype == api.FLOAT32 else 2)
+    if oh != 1 or row <= ROW_KERNEL_BYTES:
+        return {}
+    if c_g > 32 or ow <= 32:
+        raise Unfit(f"convolution: a one-row output {ow} wide of a kernel row of {kw} x {c_g} channels ({row} bytes "
+                    f"an input channel, more than {ROW_KERNEL_BYTES}): TT-NN's DRAM slicing has no configuration "
+                    f"that fits L1")
+    return {"slice_config": api.enum("Conv2dSliceConfig")(slice_type=api.enum("Conv2dDRAMSliceWidth"),
+                                                          num_slices=2)}
 
 
 def _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups) -> bool:

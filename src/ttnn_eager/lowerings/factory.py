@@ -201,9 +201,13 @@ def cast(h: api.Handle, dtype: torch.dtype) -> api.Handle:
     policy.check_dtype(dtype)
     if 0 in h.shape:  # no elements: nothing to convert (ttnn's typecast cannot take a zero-size tensor)
         return policy.to_device(torch.empty(h.shape, dtype=dtype), h.index)
-    if h.dtype.is_complex and not dtype.is_complex:  # PyTorch's cast: the real parts; to bool: z != 0
-        from .complex import abs as complex_abs
-        h = complex_abs(h) if dtype == torch.bool else policy.retag(h, torch.float32)
+    if h.dtype.is_complex and dtype == torch.bool:  # z != 0: either part non-zero (the pair's max of |part|)
+        from .views import reshape, slice_handle
+        pair = policy.ensure(policy.as_pair(policy.materialize(h)), TILE)
+        re, im = (api.run("abs", slice_handle(pair, -1, k, k + 1)) for k in (0, 1))
+        h = reshape(policy.retag(api.run("maximum", re, im), torch.float32), list(h.shape))
+    elif h.dtype.is_complex and not dtype.is_complex:  # PyTorch's cast: the real parts
+        h = policy.retag(h, torch.float32)
         if h.dtype == dtype:
             return h
     if dtype == torch.bool:
@@ -265,6 +269,22 @@ def copy_(dst, src, non_blocking=False):
         from .views import expand
         src = expand(policy.materialize(src), shape)
     return cast(src, dst.dtype)
+
+
+@lowering(aten.copy.default, ttnn=["expand", "typecast", "from_torch", "to_torch"], mixed_devices=True, needs=STAGED,
+          notes="the functional copy_ (what aot_autograd's functionalization makes of x.copy_(y) and of an out= into "
+                "a view): src broadcast to self's shape and cast to its dtype, a new tensor on self's device")
+def copy(x, src, non_blocking=False):
+    if not is_handle(x):  # a CPU self: PyTorch's own copy on the host
+        return aten.copy.default(x, policy.download(src) if is_handle(src) else src)
+    shape = tuple(x.shape)
+    if not is_handle(src) or src.index != x.index:
+        capture.refuse("a copy from another device (its value would be frozen into the graph)")
+        value = torch.as_tensor(src if not is_handle(src) else api.download(src))
+        return policy.to_device(value.to(x.dtype).expand(shape).contiguous(), x.index)
+    from .views import expand
+    out = cast(src if tuple(src.shape) == shape else expand(policy.materialize(src), shape), x.dtype)
+    return share(out) if out is src else out
 
 
 @lowering(aten._local_scalar_dense.default, ttnn=["to_torch"],

@@ -345,9 +345,9 @@ def _as_float32(h: api.Handle) -> api.Handle:
 
 
 def _scatter_extreme(x, d, index, src, reduce: str, include_self: bool):
-    """scatter_reduce amax/amin (ttnn.scatter's reduce argument is not supported in ttnn 0.81.1): with d moved
-    last, each index entry against every position of d ([..., k, 1] == [1, size]), src where they match and
-    the reduction's identity elsewhere, reduced over k; positions no index reaches keep x."""
+    """scatter_reduce amax/amin/prod (ttnn.scatter's reduce argument is not supported in ttnn 0.81.1): with d
+    moved last, each index entry against every position of d ([..., k, 1] == [1, size]), src where they match and
+    the reduction's identity elsewhere, reduced over k (prod: k multiplies); positions no index reaches keep x."""
     from .elementwise import where
     from .factory import cast
     from .reduction import _reduce
@@ -380,24 +380,30 @@ def _scatter_extreme(x, d, index, src, reduce: str, include_self: bool):
     values = unsqueeze(permute_handle(src, order), n)                                  # [..., k, 1]
     span = reshape(api.create("arange", (0, size, 1), api.FLOAT32, api.TILE, x.index, torch.float32), (1, size))
     hot = api.run("eq", where_to, span, dtype=api.FLOAT32, out_dtype=torch.float32)  # [..., k, size]
-    identity = policy.finite_constant(-3.0e38 if reduce == "amax" else 3.0e38)
+    identity = 1.0 if reduce == "prod" else policy.finite_constant(-3.0e38 if reduce == "amax" else 3.0e38)
     picked = where(policy.like(hot, values), values, identity)
-    reduced = _reduce("max" if reduce == "amax" else "min", policy.ensure(picked, TILE), n - 1, False)
+    if reduce == "prod":  # (a chain of k multiplies: k at most reduction.PROD_MAX_TERMS, else refused)
+        from .reduction import prod
+        reduced = prod(policy.ensure(picked, TILE), n - 1)
+    else:
+        reduced = _reduce("max" if reduce == "amax" else "min", policy.ensure(picked, TILE), n - 1, False)
     reached = _reduce("max", hot, n - 1, False)                                        # [..., size]: 1.0 if any
     base = permute_handle(policy.ensure(policy.materialize(x), TILE), order)
     if include_self:
-        reduced = api.run("maximum" if reduce == "amax" else "minimum", policy.like(reduced, base), base)
+        combine = {"amax": "maximum", "amin": "minimum", "prod": "multiply"}[reduce]
+        reduced = api.run(combine, policy.like(reduced, base), base)
     return permute_handle(where(policy.like(reached, base), reduced, base), back)
 
 
-@lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide", "eq", "where", "max", "min"], needs=ANY,
+@lowering(aten.scatter_reduce.two, ttnn=["scatter", "scatter_add", "divide", "eq", "where", "max", "min", "multiply"], needs=ANY,
           notes="reduce='sum' (ttnn.scatter_add; include_self=False: the written positions zeroed first by "
                 "ttnn.scatter) and 'mean' of floating tensors (the sum over the count, a scatter_add of ones); "
                 "'amax'/'amin' of floating tensors (integers of known range below 2**24: in float32) as a one-hot comparison of the index with every position, "
-                "reduced (up to 2**24 comparisons; an index narrower than self outside dim is refused); prod "
-                "runs on the CPU fallback")
+                "reduced (up to 2**24 comparisons; an index narrower than self outside dim is refused); 'prod' of "
+                "floating tensors the same way, the matches multiplied (up to 16 index entries along dim; integer "
+                "products run on the CPU fallback)")
 def scatter_reduce(x, d, index, src, reduce, *, include_self=True):
-    if reduce in ("amax", "amin"):
+    if reduce in ("amax", "amin") or reduce == "prod" and x.dtype.is_floating_point:
         return _scatter_extreme(x, d, index, src, reduce, include_self)
     if reduce not in ("sum", "mean") or reduce == "mean" and not x.dtype.is_floating_point:
         raise Unfit(f"scatter_reduce reduce={reduce!r} of {x.dtype} (ttnn's scatter adds or writes)")

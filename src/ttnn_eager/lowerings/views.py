@@ -45,6 +45,7 @@ def reshape(x: api.Handle, shape) -> api.Handle:
         return x
     if x.tt is None or x.shape.numel() == 0:
         return _without_data(x, shape)
+    x = policy.permute_layout(x, shape)  # (a tiny-last-dimensions result: ROW_MAJOR, as a permute's)
     out = api.run("reshape", x, tuple(shape) or (1,))
     out.shape = torch.Size(shape)
     return same_values(out, x)
@@ -61,6 +62,104 @@ def _without_data(x: api.Handle, shape) -> api.Handle:
           notes="a new device tensor unless the shape is unchanged (then the same handle)")
 def view(x, size):
     return reshape(x, size)
+
+
+# ----------------------------------------------------------------------------------------------- dtype views
+# Note [dtype views]: view(dtype) reinterprets bits. The device stores a tensor's *value* (layout.py: uint8 as
+# uint32, float32 maybe as bfloat16), so the bits are computed: each element's bit pattern as an unsigned word
+# (a uint32 tensor: ttnn.bitcast for 32- and 16-bit floats, the value masked to 8 bits for bytes), words cut
+# into bytes or bytes joined into words (shifts, and/or, little-endian as PyTorch's CPU), then the words read
+# as the new dtype (ttnn.bitcast back). A float32 stored as bfloat16 has the bits of its stored value; a float32
+# made from bits is stored float32 (exact, whatever float32_storage says). A write through the view comes back
+# the same way (the view of the new value as the base's dtype). The byte buffer transformers' paged cache
+# allocates (torch.zeros(n_bytes, dtype=uint8) viewed as the model's dtype) takes this route; its bytes are
+# stored as uint32 values (4 device bytes per byte) -- docs/serving.md.
+_BITS = {torch.float32: 32, torch.int32: 32, torch.bfloat16: 16, torch.uint8: 8, torch.int8: 8}
+
+
+def _words(x: api.Handle) -> api.Handle:
+    """x's bit patterns as unsigned values of its width (uint32 TILE)."""
+    x = policy.ensure(x, TILE)
+    if x.dtype == torch.bfloat16:
+        return policy.as_integer(api.run("bitcast", x, api.UINT16, out_dtype=torch.int32), api.UINT32)
+    if x.dtype == torch.float32:
+        return api.run("bitcast", policy.to_float32(x), api.UINT32, out_dtype=torch.int32)
+    if x.tt_dtype == api.UINT32 and x.dtype != torch.int8:  # (int32, uint8 known non-negative: their bits)
+        return x
+    if x.dtype == torch.int32:
+        return api.run("bitcast", policy.as_integer(x), api.UINT32, out_dtype=torch.int32)
+    low = api.run("bitwise_and", policy.as_integer(x), 0xFF)  # int8 / uint8: the low byte of the value
+    return policy.as_integer(low, api.UINT32)
+
+
+def _from_words(u: api.Handle, dtype: torch.dtype) -> api.Handle:
+    """Unsigned words (uint32) of dtype's width as a tensor of `dtype`."""
+    if dtype == torch.float32:
+        out = api.run("bitcast", u, api.FLOAT32, out_dtype=dtype)
+    elif dtype == torch.int32:
+        out = api.run("bitcast", u, api.INT32, out_dtype=dtype)
+    elif dtype == torch.bfloat16:
+        out = api.run("bitcast", policy.as_integer(u, api.UINT16), api.BFLOAT16, out_dtype=dtype)
+    elif dtype == torch.uint8:
+        out = policy.retag(u, dtype)
+        out.bounds = (0, 255, False)
+    else:  # int8: (b ^ 128) - 128
+        flipped = api.run("bitwise_xor", policy.as_integer(u), 0x80, out_dtype=torch.int32)
+        out = policy.retag(api.run("subtract", flipped, 0x80, out_dtype=torch.int32), dtype)
+        out.bounds = (-128, 127, False)
+    return out
+
+
+def _split(u: api.Handle, k: int, bits: int) -> api.Handle:
+    """Words [..., n] of k * bits bits as k words of `bits` each, little-endian: [..., n * k]."""
+    mask = (1 << bits) - 1
+    parts = []
+    for j in range(k):
+        part = api.run("bitwise_right_shift", u, j * bits) if j else u
+        part = api.run("bitwise_and", part, mask) if j < k - 1 else part  # (the last: the shift leaves it alone)
+        parts.append(unsqueeze(part, len(u.shape)))
+    return reshape(cat(parts, -1), list(u.shape[:-1]) + [u.shape[-1] * k])
+
+
+def _join(u: api.Handle, k: int, bits: int) -> api.Handle:
+    """Words [..., n * k] of `bits` bits joined k at a time, little-endian: [..., n]."""
+    n = u.shape[-1] // k
+    grouped = reshape(u, list(u.shape[:-1]) + [n, k])
+    out = None
+    for j in range(k):
+        part = select(grouped, -1, j)
+        part = api.run("bitwise_left_shift", part, j * bits) if j else part
+        out = part if out is None else api.run("bitwise_or", out, part)
+    return out
+
+
+def view_dtype_handle(x: api.Handle, dtype: torch.dtype) -> api.Handle:
+    if dtype == x.dtype:
+        return x
+    meta = torch.empty(x.shape, dtype=x.dtype, device="meta").view(dtype)  # PyTorch's shape and errors
+    if x.dtype not in _BITS or dtype not in _BITS:
+        raise Unfit(f"view({dtype}) of a {x.dtype} tensor: the bits of {x.dtype} or {dtype} are not computed on "
+                    f"the device (Note [dtype views]: {', '.join(str(d) for d in _BITS)})")
+    if x.tt is None or not x.shape.numel():
+        return _without_data(x, meta.shape) if x.tt is None else policy.to_device(torch.empty(meta.shape, dtype=dtype), x.index)
+    src, dst = _BITS[x.dtype], _BITS[dtype]
+    u = _words(x)
+    if src > dst:
+        u = _split(u, src // dst, dst)
+    elif src < dst:
+        u = _join(u, dst // src, src)
+    out = _from_words(u, dtype)
+    out.shape = meta.shape
+    return out
+
+
+@lowering(aten.view.dtype, ttnn=["bitcast", "bitwise_and", "bitwise_or", "bitwise_left_shift", "bitwise_right_shift",
+                                 "bitwise_xor", "subtract", "reshape", "slice", "concat", "typecast"], needs=ANY,
+          notes="the bits computed on the device (Note [dtype views] in lowerings/views.py): float32, int32, "
+                "bfloat16, uint8, int8; a float32 made from bits is stored float32; a write through it reaches the "
+                "base the same way")
+def view_dtype(x, dtype):
+    return view_dtype_handle(x, dtype)
 
 
 @lowering(aten.clone.default, needs=STAGED, notes="shares the device tensor copy-on-write: no device op")
@@ -364,6 +463,11 @@ def _inverse_permutation(dims, n: int) -> list:
 @inverse_of(view, unsqueeze, squeeze)
 def _reshape_back(base, value, *args, pos=None, **kwargs):
     return reshape(value, base.shape)
+
+
+@inverse_of(view_dtype)
+def _view_dtype_back(base, value, dtype, pos=None):
+    return view_dtype_handle(value, base.dtype)
 
 
 @inverse_of(permute)

@@ -16,15 +16,21 @@
                     [--batch B] [--size S] [--strict] [--json]
     ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
     ttnn-eager docs [--check]        regenerate docs/ops.md, docs/bert.md, docs/layouts.md, docs/modules.md
-    ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static]
+    ttnn-eager generate [MODEL] [--prompt TEXT_OR_IDS] [--max-new-tokens N] [--cache dynamic|static] [--mesh RxC]
                     [--mode greedy|sample|beam] [--float32-storage bfloat16|float32|mixed] [--strict] [--json]
     ttnn-eager docs [--check] [--models] [--zoo]   regenerate docs/ops.md, docs/bert.md, docs/layouts.md (or
                     check them); --models: docs/models.md, the Hugging Face family matrix (measured); --zoo:
                     docs/zoo.md from docs/zoo.json (and docs/zoo_vision.json)
     ttnn-eager zoo [--vision] [--json PATH] [--only A,B] [--limit N] [--shuffle] [--timeout S] [--redo] [--redo-class C] [--recycle N]
-                    [--nice N] [--bfloat16-cpu] [--docs]   every transformers model type (--vision: torchvision
+                    [--nice N] [--bfloat16-cpu] [--compile] [--docs]   every transformers model type (--vision: torchvision
                     model) on ttnn:0 against the CPU, in a worker subprocess (crashes and timeouts recorded), resumable;
-                    --bfloat16-cpu: the CPU in bfloat16 in place of ttnn:0 (docs/zoo_bfloat16_cpu.json)
+                    --bfloat16-cpu: the CPU in bfloat16 in place of ttnn:0 (docs/zoo_bfloat16_cpu.json);
+                    --compile: each model compiled with backend="ttnn" too, TT-NN ops compiled vs eager
+                    (docs/zoo_compile.json)
+    ttnn-eager serve [--model PATH] [--device ttnn:0|cpu] [--host 127.0.0.1] [--port N] [--max-memory-percent F]
+                    [--max-batch-tokens N] [--block-size N]   transformers' own server (/v1/completions,
+                    /v1/chat/completions, streaming) with continuous batching on the device; with no --model, a
+                    tiny seeded Llama and a byte tokenizer made here (docs/serving.md)
 """
 from __future__ import annotations
 
@@ -194,27 +200,52 @@ def _prompt_ids(text: str | None, tokenizer, vocab: int):
     return torch.tensor([ids]), None
 
 
+def _mesh_shape(spec: str) -> tuple:
+    """--mesh ROWSxCOLS; with no card and TTNN_EAGER_DEVICE unset (or auto), the mock board that has the chips."""
+    import os
+    try:
+        shape = tuple(int(p) for p in spec.lower().split("x"))
+        assert len(shape) == 2 and min(shape) >= 1
+    except (ValueError, AssertionError):
+        raise SystemExit(f"ttnn-eager generate: --mesh {spec!r}: expected ROWSxCOLS, such as 1x2 or 2x4") from None
+    if os.environ.get("TTNN_EAGER_DEVICE", "auto") in ("", "auto") and not os.path.exists("/dev/tenstorrent"):
+        os.environ["TTNN_EAGER_DEVICE"] = "mock-n300" if shape[0] * shape[1] <= 2 else "mock-t3000"
+    return shape
+
+
 def cmd_generate(args) -> int:
+    shape = _mesh_shape(args.mesh) if args.mesh else None
     import ttnn_eager
     from . import models
 
     ttnn_eager.configure(float32_storage=args.float32_storage)
     try:
-        model, fam, tokenizer, source = models.load(args.model, args.seed)
+        model, fam, tokenizer, source = models.load(args.model, args.seed, heads=None if shape is None else shape[1])
     except (OSError, ValueError) as e:
         raise SystemExit(f"ttnn-eager generate: cannot load {args.model!r}: {e}") from None
     if fam.kind == "vision":
         raise SystemExit(f"ttnn-eager generate: {args.model} is a vision model (no generate()); "
                          f"use a causal or seq2seq language model")
     ids, text = _prompt_ids(args.prompt, tokenizer, model.config.vocab_size)
+    on_device, mesh_info = None, {}
+    if shape is not None:
+        try:
+            on_device, mesh_info = models.tensor_parallel(model, shape)
+        except ValueError as e:
+            raise SystemExit(f"ttnn-eager generate: --mesh {args.mesh}: {e}") from None
     try:
         r = models.compare_generate(model, ids, max_new_tokens=args.max_new_tokens, cache=args.cache,
-                                    mode=args.mode, strict=args.strict, seed=args.seed)
+                                    mode=args.mode, strict=args.strict, seed=args.seed, on_device=on_device)
     except ValueError as e:
         raise SystemExit(f"ttnn-eager generate: {e}") from None
     result = {"model": source, "prompt_ids": ids.tolist(), "max_new_tokens": args.max_new_tokens,
               "cache": args.cache, "mode": args.mode, "float32_storage": args.float32_storage,
               "strict": args.strict, **{k: v for k, v in r.items() if k not in ("total_ttnn_by_op",)}}
+    if shape is not None:
+        totals = r["totals"]
+        result.update(mesh=list(shape), **mesh_info, tokens_equal_cpu=r["tokens"] == r["cpu_tokens"],
+                      ccl_ops={k: v for k, v in r["total_ttnn_by_op"].items() if k in models.CCL_OPS},
+                      collective_pcie_bytes=totals["collective_d2h_bytes"] + totals["collective_h2d_bytes"])
     if tokenizer is not None:
         result["text"] = tokenizer.decode(r["tokens"][0])
         result["cpu_text"] = tokenizer.decode(r["cpu_tokens"][0])
@@ -315,7 +346,11 @@ def cmd_zoo(args) -> int:
     source = "torchvision" if args.vision else "transformers"
     if args.bfloat16_cpu and args.vision:
         raise SystemExit("ttnn-eager zoo: --bfloat16-cpu measures the transformers entries only")
-    path = args.json or (zoo.BFLOAT16_CPU_JSON if args.bfloat16_cpu else zoo.VISION_JSON if args.vision else zoo.JSON)
+    if args.bfloat16_cpu and args.compile:
+        raise SystemExit("ttnn-eager zoo: --compile measures ttnn:0, --bfloat16-cpu the CPU: one of them")
+    path = args.json or (zoo.BFLOAT16_CPU_JSON if args.bfloat16_cpu else
+                         (zoo.COMPILE_VISION_JSON if args.vision else zoo.COMPILE_JSON) if args.compile else
+                         zoo.VISION_JSON if args.vision else zoo.JSON)
     names = zoo.entries(source)
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -328,12 +363,18 @@ def cmd_zoo(args) -> int:
         names = names[:args.limit]
     data = zoo.sweep(names, path, timeout=args.timeout, redo=args.redo, recycle=args.recycle, nice=args.nice,
                      source=source, log=lambda m: print(m, file=sys.stderr, flush=True),
-                     redo_classes=tuple(args.redo_class or ()), bfloat16_cpu=args.bfloat16_cpu)
+                     redo_classes=tuple(args.redo_class or ()), bfloat16_cpu=args.bfloat16_cpu,
+                     compiled=args.compile)
     if args.docs:
         zoo.write_doc()
     tot = zoo.totals(data["results"])
     print(json.dumps({"measured": len(data["results"]), **{c: tot[c] for c in zoo.CLASSES}}))
     return 0
+
+
+def cmd_serve(args) -> int:
+    from . import serve
+    return serve.main(args)
 
 
 def main(argv=None) -> int:
@@ -403,6 +444,9 @@ def main(argv=None) -> int:
     p.add_argument("--strict", action="store_true", help="refuse the CPU fallback")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--mesh", default=None, metavar="ROWSxCOLS", help="tensor parallel over a mesh of chips in this "
+                   "process (1x2: an n300, 2x4 or 1x8: a T3000), the attention and MLP projections split over a "
+                   "row's chips (Llama-style families)")
     p.set_defaults(fn=cmd_generate)
     p = sub.add_parser("docs", help="regenerate docs/ops.md and docs/bert.md from the registry")
     p.add_argument("--check", action="store_true", help="exit 1 if a generated doc is stale")
@@ -425,8 +469,17 @@ def main(argv=None) -> int:
     p.add_argument("--nice", type=int, default=0, help="niceness of the worker")
     p.add_argument("--bfloat16-cpu", action="store_true", help="the CPU in bfloat16 in place of ttnn:0 "
                    "(docs/zoo_bfloat16_cpu.json): what bfloat16 arithmetic alone allows")
+    p.add_argument("--compile", action="store_true",
+                   help='each model compiled with torch.compile(backend="ttnn") too, classified by its compiled '
+                        'result, with graphs, graph breaks, recompiles, compile seconds and TT-NN ops compiled '
+                        'against eager (docs/zoo_compile.json, --vision: docs/zoo_compile_vision.json)')
     p.add_argument("--docs", action="store_true", help="then write docs/zoo.md")
     p.set_defaults(fn=cmd_zoo)
+    p = sub.add_parser("serve", help="transformers' OpenAI-compatible server (continuous batching) with its model "
+                       "on ttnn:0 (docs/serving.md)")
+    from . import serve
+    serve.add_arguments(p)
+    p.set_defaults(fn=cmd_serve)
     args = parser.parse_args(argv)
     return args.fn(args)
 

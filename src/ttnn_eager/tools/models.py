@@ -114,23 +114,69 @@ FAMILIES = {f.name: f for f in [
 ]}
 
 
-def build(name: str, seed: int = 0):
-    """(CPU model in eval mode with seeded random weights, its Family)."""
+def build(name: str, seed: int = 0, heads: int | None = None):
+    """(CPU model in eval mode with seeded random weights, its Family). `heads`: at least that many attention
+    and key-value heads (a tensor-parallel split needs a head per chip)."""
     import transformers
     if name not in FAMILIES:
         raise ValueError(f"unknown model {name!r}: a local path, or one of the tiny seeded configs "
                          f"{', '.join(FAMILIES)}")
     fam = FAMILIES[name]
     torch.manual_seed(seed)
-    model = getattr(transformers, fam.model_class)(fam.config()).eval()
+    cfg = fam.config()
+    if heads is not None and hasattr(cfg, "num_key_value_heads"):
+        n = max(heads, cfg.num_attention_heads)
+        cfg.head_dim = cfg.hidden_size // cfg.num_attention_heads
+        cfg.num_attention_heads = cfg.num_key_value_heads = n
+        cfg.hidden_size = cfg.head_dim * n
+    model = getattr(transformers, fam.model_class)(cfg).eval()
     return model, fam
 
 
-def load(name_or_path: str, seed: int = 0):
+# Tensor parallelism over a mesh (ttnn_eager.mesh): PyTorch's plan for a Llama-style decoder layer, as under torchrun
+TP_PLAN = {"self_attn.q_proj": "colwise", "self_attn.k_proj": "colwise", "self_attn.v_proj": "colwise",
+           "self_attn.o_proj": "rowwise", "mlp.gate_proj": "colwise", "mlp.up_proj": "colwise",
+           "mlp.down_proj": "rowwise"}
+CCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "mesh_partition")
+
+
+def tensor_parallel(model, shape: tuple):
+    """A copy of `model` on ttnn:0 opened as a mesh of `shape`, its decoder layers split by TP_PLAN over the
+    chips of a mesh row (DTensor's ColwiseParallel / RowwiseParallel; the rows replicate), and (the bytes its
+    weights take per chip -- the mesh's allocator is lockstep: every chip's reading is this one --, the
+    replicated model's bytes for comparison)."""
+    import ttnn_eager
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from ..device import api
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None or not all(hasattr(layers[0], k.split(".")[0]) for k in TP_PLAN) or \
+            not hasattr(layers[0].self_attn, "q_proj") or not hasattr(layers[0].mlp, "gate_proj"):
+        raise ValueError(f"{type(model).__name__} is not a Llama-style decoder (self_attn.q/k/v/o_proj, "
+                         f"mlp.gate/up/down_proj): tensor parallelism over a mesh covers llama, mistral, qwen2, qwen3")
+    import gc
+    mesh = ttnn_eager.mesh.init(shape)
+    tp = mesh["tp"] if mesh.ndim == 2 else mesh
+    base = api.memory_allocated(0)
+    whole = copy.deepcopy(model).to("ttnn:0")
+    replicated = api.memory_allocated(0) - base
+    del whole
+    gc.collect()
+    base = api.memory_allocated(0)
+    dev = copy.deepcopy(model)
+    plan = {k: ColwiseParallel() if v == "colwise" else RowwiseParallel() for k, v in TP_PLAN.items()}
+    for layer in dev.model.layers:
+        parallelize_module(layer, tp, plan)
+    dev.to("ttnn:0")
+    chips = shape[0] * shape[1]
+    return dev, {"weight_bytes_per_chip": [api.memory_allocated(0) - base] * chips,
+                 "tp_degree": tp.size(), "replicated_weight_bytes": replicated}
+
+
+def load(name_or_path: str, seed: int = 0, heads: int | None = None):
     """(CPU model, Family or None, tokenizer or None, source text): a tiny seeded config by name, else a
     local path or a model in the local Hugging Face cache (causal or seq2seq LM)."""
     if name_or_path in FAMILIES:
-        model, fam = build(name_or_path, seed)
+        model, fam = build(name_or_path, seed, heads)
         return model, fam, None, f"{name_or_path}: tiny config ({fam.model_class}) with seeded random weights"
     import transformers
     try:

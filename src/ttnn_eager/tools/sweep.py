@@ -152,6 +152,8 @@ UNREACHED = {
     torch.ops.aten._upsample_bicubic2d_aa.default: lambda d: ((_randn(1, 4, d.seq, 64), [d.seq // 3, 40], False), {}),
     # what only torch.compile's graphs contain (features/compile): a tensor constant, the fused ops
     torch.ops.aten.lift_fresh_copy.default: lambda d: ((_randn(*d.activation(3)),), {}),
+    # a functionalized x.copy_(y) (an out= into a view): y [H] broadcast into an activation
+    torch.ops.aten.copy.default: lambda d: ((_randn(*d.activation(3)), _randn(d.hidden)), {}),
     _fused.ops.linear_activation.default: lambda d: (
         (_randn(*d.activation(3)), _randn(d.intermediate, d.hidden), _randn(d.intermediate), "gelu"), {}),
     _fused.ops.add_layer_norm.default: lambda d: (
@@ -167,6 +169,14 @@ UNREACHED = {
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),
+    # compiled vision (features/compile/vision.py): a ResNet bottleneck's 3x3 conv -> eval batch norm -> relu on a
+    # [1, 64, 28, 28] image, and its residual add -> relu
+    _fused.ops.conv_bn_act.default: lambda d: (
+        (_randn(1, 64, 28, 28), _randn(64, 64, 3, 3) / 24, None, [1, 1], [1, 1], [1, 1], 1, _randn(64).abs() + 0.5,
+         _randn(64), _randn(64) / 4, _randn(64).abs() + 0.5, 1e-5, "relu"), {}),
+    _fused.ops.add_act.default: lambda d: ((_randn(*d.activation(3)), _randn(*d.activation(3)), "relu"), {}),
+    # a float32 activation's bits (its values bfloat16's, which the device stores exactly)
+    torch.ops.aten.view.dtype: lambda d: ((_randn(*d.activation(3)).bfloat16().float(), torch.int32), {}),
 }
 
 

@@ -16,7 +16,8 @@ interrupted sweep resumes where it stopped.
 
     entries(source)          the names a sweep runs ("transformers", "torchvision")
     build(name)              (CPU model, inputs, class name)
-    compare(model, inputs)   one forward on the CPU and on ttnn:0, compared
+    compare(model, inputs)   one forward on the CPU and on ttnn:0, compared (compiled=True: compiled too,
+                             compare_compiled: `ttnn-eager zoo --compile`, docs/zoo_compile.json)
     run_one(name)            the worker's unit: build + compare, errors as results
     sweep(names, path, ...)  the crash- and timeout-proof driver, resumable JSON
     classify(result)         its failure class (CLASSES)
@@ -1455,13 +1456,14 @@ def _uncache(model, unset: dict) -> None:
                 setattr(m, k, None)
 
 
-def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
+def compare(model, inputs: dict, device: str = "ttnn:0", compiled: bool = False) -> dict:
     """One forward on the CPU (float32), then one on `device` (the model moved there, float64 tensors stored
     as float32: FLOAT64): compare_outputs plus the CPU fallbacks and the aten and TT-NN op counts of the
     device forward. A device error raises. Both forwards start from one state of the CPU generator, so the
     draws a forward makes on the host (ViLT's torch.multinomial choice of patches; VITS' noise: a ttnn
     device's random factories draw from the CPU generator) are the same draws. Tensors the CPU forward cached
-    in module attributes that were None are None again before the device forward."""
+    in module attributes that were None are None again before the device forward. compiled: then the model
+    compiled on `device` too (compare_compiled): the result is the compiled one's, eager mode's under "eager"."""
     from .. import config
     from ..features.inventory import record_ops
     rng = torch.random.get_rng_state()
@@ -1476,12 +1478,58 @@ def compare(model, inputs: dict, device: str = "ttnn:0") -> dict:
     try:
         with torch.no_grad(), record_ops() as rec:
             out = model(**dinputs)
+        out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
+        r = compare_outputs(out, ref, inputs.get("attention_mask"))
+        r.update(fallbacks=dict(rec.fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
+                 ttnn_ops=sum(rec.ttnn.values()))
+        if compiled:
+            r = compare_compiled(model, dinputs, ref, inputs.get("attention_mask"), rng, eager=r)
     finally:
         config.configure(**previous)
-    out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
-    r = compare_outputs(out, ref, inputs.get("attention_mask"))
-    r.update(fallbacks=dict(rec.fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
-             ttnn_ops=sum(rec.ttnn.values()))
+    return r
+
+
+COMPILED_CALLS = 3  # the first call runs each graph eagerly through the lowerings, the second captures it,
+                    # the third replays it (or runs it eagerly again: a graph that could not be captured)
+
+
+def compare_compiled(model, dinputs: dict, ref, mask, rng, eager: dict) -> dict:
+    """`model` (on the device) through torch.compile(backend="ttnn") called COMPILED_CALLS times on `dinputs`
+    (each from the CPU generator state `rng`), each output against the CPU's `ref`: the compiled result --
+    the worst Pearson of the calls, every call's fallbacks, the last call's op counts (the steady state: the
+    first call also computes what compiling folds into constants, the second captures) and whether it was a
+    replay (`replayed`: every graph captured; else one ran eagerly) -- with Dynamo's graphs, graph breaks and
+    recompiles (graphs the later calls added), the first call's seconds (compiling included), TT-NN ops
+    compiled against `eager` (compare's result, kept under "eager")."""
+    from torch._dynamo.utils import counters as dynamo
+    from ..features.inventory import record_ops
+    torch._dynamo.reset()
+    dynamo.clear()
+    fast = torch.compile(model, backend="ttnn")
+    calls = []
+    for _ in range(COMPILED_CALLS):
+        torch.random.set_rng_state(rng)
+        graphs = dynamo["stats"]["unique_graphs"]
+        t0 = time.perf_counter()
+        with torch.no_grad(), record_ops() as rec:
+            out = fast(**dinputs)
+        seconds = time.perf_counter() - t0
+        out = _to(out, "cpu") if not isinstance(out, torch.Tensor) else out.cpu()
+        calls.append((compare_outputs(out, ref, mask), rec, seconds, dynamo["stats"]["unique_graphs"] - graphs))
+    (r, _, seconds, graphs), later, rec = calls[0], calls[1:], calls[-1][1]
+    pearsons = [c[0]["pearson"] for c in calls]
+    fallbacks = collections.Counter()
+    for c in calls:
+        fallbacks.update(c[1].fallbacks)
+    r.update(pearson=None if None in pearsons else min(pearsons, key=lambda p: p if p == p else -2.0),
+             same_shapes_dtypes=all(c[0]["same_shapes_dtypes"] for c in calls),
+             fallbacks=dict(fallbacks.most_common()), aten_ops=sum(rec.aten.values()),
+             ttnn_ops=sum(rec.ttnn.values()), graphs=graphs, recompiles=sum(c[3] for c in later),
+             replayed=rec.stats.get("graph_replays", 0) > 0 and not rec.stats.get("compiled_eager_calls", 0),
+             graph_breaks=sum(dynamo["graph_break"].values()), compile_s=round(seconds, 2),
+             eager={k: eager[k] for k in ("pearson", "fallbacks", "aten_ops", "ttnn_ops")})
+    r["ops_ratio"] = round(r["ttnn_ops"] / eager["ttnn_ops"], 3) if eager["ttnn_ops"] else None
+    torch._dynamo.reset()
     return r
 
 
@@ -1496,14 +1544,16 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {(lines or [''])[0][:300]}"
 
 
-def run_one(name: str, device: str = "ttnn:0", seed: int = 0, bfloat16_cpu: bool = False) -> dict:
+def run_one(name: str, device: str = "ttnn:0", seed: int = 0, bfloat16_cpu: bool = False,
+            compiled: bool = False) -> dict:
     """One entry, measured: build (a failure: "cpu fails"), the CPU forward (a failure: "cpu fails"), the
     device forward (a failure: "error"); a low Pearson or a shape that differs: explain_accuracy's figures
     (with CPU fallbacks too). A transformers model whose plain shrunk config fails to build or
     to run on the CPU is tried again with shrink's repair rules (then "repaired": true; a failure of both is
     the repaired one's error). bfloat16_cpu: the CPU in bfloat16 (cpu_bfloat16) stands where the device
     would, so the same classes say what bfloat16 arithmetic alone allows (`ttnn-eager zoo --bfloat16-cpu`).
-    Never raises."""
+    compiled: the model compiled as well (compare_compiled; `ttnn-eager zoo --compile`), classified by its
+    compiled result. Never raises."""
     import gc
     import warnings
     t0 = time.perf_counter()
@@ -1547,10 +1597,10 @@ def run_one(name: str, device: str = "ttnn:0", seed: int = 0, bfloat16_cpu: bool
                                mismatches=r.get("cpu_bfloat16_mismatches", []))
                 return rec
             try:
-                rec.update(compare(model, inputs, device))
+                rec.update(compare(model, inputs, device, compiled))
                 rec["status"] = "ran"
                 low = rec.get("pearson") is None or not rec["pearson"] >= PEARSON_MIN  # (a fallback's too)
-                if classify(rec) in ("low accuracy", "shape/dtype differs") or low:
+                if not compiled and (classify(rec) in ("low accuracy", "shape/dtype differs") or low):
                     model = None
                     rec.update(explain_accuracy(name, inputs, device, seed, rec.get("repaired", False)))
             except Exception as e:
@@ -1674,12 +1724,13 @@ class Worker:
     """A `python -m ttnn_eager.tools.zoo --worker` subprocess: entry names on its stdin, one JSON line each on
     its stdout, its stderr in a temporary file (the crash's last words)."""
 
-    def __init__(self, nice: int = 0, bfloat16_cpu: bool = False):
+    def __init__(self, nice: int = 0, bfloat16_cpu: bool = False, compiled: bool = False):
         self.log = tempfile.NamedTemporaryFile("w+b", prefix="zoo-worker-", suffix=".log", delete=False)
         env = dict(os.environ)
         src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-        cmd = [sys.executable, "-m", "ttnn_eager.tools.zoo", "--worker"] + (["--bfloat16-cpu"] if bfloat16_cpu else [])
+        cmd = [sys.executable, "-m", "ttnn_eager.tools.zoo", "--worker"] + (["--bfloat16-cpu"] if bfloat16_cpu else []) \
+            + (["--compile"] if compiled else [])
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=env, start_new_session=True,
                                      preexec_fn=(lambda: os.nice(nice)) if nice else None)
@@ -1785,12 +1836,13 @@ def save(data: dict, path: str) -> None:
 
 
 def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = False, recycle: int = 20,
-          nice: int = 0, source: str = "transformers", log=None, redo_classes=(), bfloat16_cpu: bool = False) -> dict:
+          nice: int = 0, source: str = "transformers", log=None, redo_classes=(), bfloat16_cpu: bool = False,
+          compiled: bool = False) -> dict:
     """Run `names` through a worker subprocess, one after another; a crash or a timeout is that entry's
     result and the worker restarts. With `path`, results already there are kept (resume) and the JSON is
     rewritten after every entry (`redo_classes`: those of these classes measured at another commit are
     measured again). The worker is also restarted every `recycle` entries (0: never). bfloat16_cpu: the
-    CPU in bfloat16 instead of the device (run_one)."""
+    CPU in bfloat16 instead of the device (run_one); compiled: each model compiled too (run_one)."""
     import torch as _torch
     data = load(path)
     results = data.setdefault("results", {})
@@ -1798,6 +1850,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
     commit = _commit()
     meta.update(source=source, timeout_s=timeout, recycle=recycle, shrink=SHRINK,
                 reference="the CPU in bfloat16" if bfloat16_cpu else "ttnn:0",
+                compiled='torch.compile(backend="ttnn")' if compiled else None,
                 inputs=f"({BATCH}, {SEQ}) ids, row 2's last {MASKED} masked", torch=_torch.__version__)
     try:
         import transformers
@@ -1815,7 +1868,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
             if worker is None or (recycle and worker.served >= recycle):
                 if worker is not None:
                     worker.stop()
-                worker = Worker(nice, bfloat16_cpu)
+                worker = Worker(nice, bfloat16_cpu, compiled)
             answer = worker.ask(name, timeout)
             if isinstance(answer, tuple):
                 kind, detail = answer
@@ -1840,7 +1893,7 @@ def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = F
     return data
 
 
-def worker_main(bfloat16_cpu: bool = False) -> int:
+def worker_main(bfloat16_cpu: bool = False, compiled: bool = False) -> int:
     """The worker loop: entry names on stdin, JSON results on the original stdout (fd 1 then points to
     stderr, so that what models print cannot break the protocol)."""
     import warnings
@@ -1857,7 +1910,7 @@ def worker_main(bfloat16_cpu: bool = False) -> int:
         name = line.strip()
         if not name:
             continue
-        r = run_one(name, bfloat16_cpu=bfloat16_cpu)
+        r = run_one(name, bfloat16_cpu=bfloat16_cpu, compiled=compiled)
         out.write(json.dumps(r, default=str) + "\n")
         out.flush()
     return 0
@@ -2211,6 +2264,8 @@ DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirn
 JSON = os.path.join(DOCS, "zoo.json")
 VISION_JSON = os.path.join(DOCS, "zoo_vision.json")
 BFLOAT16_CPU_JSON = os.path.join(DOCS, "zoo_bfloat16_cpu.json")  # `ttnn-eager zoo --bfloat16-cpu`
+COMPILE_JSON = os.path.join(DOCS, "zoo_compile.json")  # `ttnn-eager zoo --compile`
+COMPILE_VISION_JSON = os.path.join(DOCS, "zoo_compile_vision.json")  # `ttnn-eager zoo --compile --vision`
 
 
 def write_doc(path: str | None = None, json_path: str = JSON, vision_path: str = VISION_JSON,
@@ -2222,6 +2277,6 @@ def write_doc(path: str | None = None, json_path: str = JSON, vision_path: str =
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--worker"] and sys.argv[2:] in ([], ["--bfloat16-cpu"]):
-        sys.exit(worker_main(bfloat16_cpu=sys.argv[2:] == ["--bfloat16-cpu"]))
+    if sys.argv[1:2] == ["--worker"] and sys.argv[2:] in ([], ["--bfloat16-cpu"], ["--compile"]):
+        sys.exit(worker_main(bfloat16_cpu=sys.argv[2:] == ["--bfloat16-cpu"], compiled=sys.argv[2:] == ["--compile"]))
     sys.exit("usage: ttnn-eager zoo (this module's own entry point is the worker: --worker)")

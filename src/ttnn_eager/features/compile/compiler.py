@@ -17,6 +17,8 @@ CUDA, and a replay is what a ttnn trace is).
 """
 from __future__ import annotations
 
+import torch
+
 from ...core import tensor as ttensor
 from . import passes
 from .replay import Replayed
@@ -44,8 +46,103 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
 
 def _compiler(kind: str, opts: dict):
     def compile_graph(gm, example_inputs):
+        if whole_ops(gm):
+            gm.recompile()
         if opts["fuse"]:
             passes.run(gm, example_inputs)
+        if views_as_values(gm) + fold_constants(gm):
+            gm.recompile()
         on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
         return Replayed(gm, kind, replay=opts["replay"] and on_device)
     return compile_graph
+
+
+# Library ops that stand, under torch.compile only, for an aten op the backend lowers whole, as eager mode runs it:
+# transformers' mixture-of-experts layers call torch._grouped_mm eagerly, but under Dynamo with weights other than
+# bfloat16 their opaque custom op transformers::grouped_mm_fallback instead (a loop of one mm per expert into
+# slices of an output: per expert a slice, an mm and a copy, after functionalization; granitemoe's forward 423
+# TT-NN ops compiled against 401 eagerly). Same arguments, same result (the rows of each expert, sorted by
+# expert, times its weight).
+def _grouped_mm(node) -> None:
+    x, weight, offs = (list(node.args) + [node.kwargs.get(k) for k in ("input", "weight", "offs")][len(node.args):])
+    node.target, node.args, node.kwargs = torch.ops.aten._grouped_mm.default, (x, weight), {"offs": offs}
+
+
+WHOLE = {"transformers::grouped_mm_fallback": _grouped_mm}
+
+
+def whole_ops(gm) -> int:
+    """gm's library ops that have an aten op the backend lowers whole (WHOLE) replaced by it; how many."""
+    done = 0
+    for node in gm.graph.nodes:
+        name = node.target.name() if node.op == "call_function" and hasattr(node.target, "name") and \
+            callable(node.target.name) else None
+        if name in WHOLE:
+            WHOLE[name](node)
+            done += 1
+    return done
+
+
+# aot_autograd traces on fake tensors with PyTorch's strides -- an elementwise result of a transposed input keeps
+# the input's permuted strides -- and makes a view of each reshape those strides allow. The backend's results
+# are contiguous whatever their inputs' strides (a ttnn tensor has no strides), so such a view can be impossible
+# at run time ("view size is not compatible with input tensor's size and stride": falcon_h1's, granitemoehybrid's
+# and mamba2's gated norm views the transposed output of a multiply). In a functionalized graph nothing writes
+# through a view, so a view is only its value: aten._unsafe_view, the same ttnn.reshape, with no alias to derive
+# from strides. (Eager mode decides reshape's view-or-copy on the backend's own strides and never meets this.)
+def views_as_values(gm) -> int:
+    """gm's aten.view nodes as aten._unsafe_view; how many."""
+    done = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten._unsafe_view.default
+            done += 1
+    return done
+
+
+# A model's own constants (torch.tensor(...) in its forward: lifted into the graph as tensor attributes) and what
+# is computed from them alone are the same at every call: computed once here, when the graph is compiled, and
+# kept as constants of the graph. Eager mode computes them at every forward (gemma3n's _gaussian_topk:
+# Normal(0, 1).icdf(torch.tensor(0.95)) -- an erfinv and its arithmetic in each of 8 layers). Ops with random
+# results (nondeterministic_seeded) are left in the graph.
+def _foldable(node, constant) -> bool:
+    if node.op != "call_function" or getattr(node.target, "is_view", False):
+        return False
+    inputs = node.all_input_nodes
+    if not inputs or not all(n in constant for n in inputs):
+        return False
+    tags = getattr(node.target, "tags", ())
+    schema = getattr(node.target, "_schema", None)
+    mutates = schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    return torch.Tag.nondeterministic_seeded not in tags and not mutates
+
+
+def fold_constants(gm) -> int:
+    """gm's nodes computed from its tensor constants alone replaced by their values (new tensor constants);
+    how many nodes were folded."""
+    import functools
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    from torch.fx.node import map_arg
+    constant, folded = {}, 0
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = functools.reduce(getattr, node.target.split("."), gm)
+            if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+                constant[node] = value
+        elif _foldable(node, constant):
+            with torch.no_grad(), unset_fake_temporarily():
+                constant[node] = node.target(*map_arg(node.args, constant.__getitem__),
+                                             **map_arg(node.kwargs, constant.__getitem__))
+    for node in list(constant):
+        value = constant[node]
+        if node.op == "get_attr" or not isinstance(value, torch.Tensor) or all(u in constant for u in node.users):
+            continue
+        name = f"_ttnn_folded_{folded}"
+        gm.register_buffer(name, value)
+        with gm.graph.inserting_before(node):
+            node.replace_all_uses_with(gm.graph.get_attr(name))
+        folded += 1
+    if folded:
+        gm.graph.eliminate_dead_code()
+    return folded
+

@@ -37,8 +37,7 @@ def _group(group_name):
 
 
 def _ours(pg) -> bool:
-    from .process_group import TtnnProcessGroup
-    return isinstance(pg, TtnnProcessGroup)
+    return getattr(pg, "serves_ttnn", False)  # the ttnn group (process_group.py) or a mesh's (features/mesh)
 
 
 def _reduce_op(name: str):

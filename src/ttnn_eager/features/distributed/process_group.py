@@ -47,6 +47,8 @@ def _describe(row: list) -> str:
 
 
 class TtnnProcessGroup(dist.ProcessGroup):
+    serves_ttnn = True  # the functional collectives hand it ttnn tensors (functional.py)
+
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta):
         super().__init__(rank, size)
         self._gloo = ProcessGroupGloo(dist.PrefixStore(f"{NAME}/gloo", store), rank, size, timeout)
@@ -199,6 +201,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts or _c10d.AllgatherOptions()
+        host_path.refuse_mesh("all_gather_into_tensor", input)
         self._agree("all_gather_into_tensor", input)
         if output.numel() != input.numel() * self.size():
             raise ValueError(f"all_gather_into_tensor: the output has {output.numel()} elements, not "
@@ -239,6 +242,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single(self, output, input, opts=None):
         opts = opts or _c10d.ReduceScatterOptions()
         gopts, avg = self._reduce_opts("reduce_scatter_tensor", _c10d.ReduceScatterOptions, opts)
+        host_path.refuse_mesh("reduce_scatter_tensor", input)
         self._agree("reduce_scatter_tensor", input)
         if input.numel() != output.numel() * self.size():
             raise ValueError(f"reduce_scatter_tensor: the input has {input.numel()} elements, not "
@@ -252,6 +256,7 @@ class TtnnProcessGroup(dist.ProcessGroup):
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         opts = opts or _c10d.AllToAllOptions()
+        host_path.refuse_mesh("all_to_all_single", input)
         self._agree("all_to_all_single", input, shape=False)
         h_in = down(input).contiguous()
         h_out = host_like(output)

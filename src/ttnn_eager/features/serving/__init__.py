@@ -1,0 +1,23 @@
+"""Serving on `ttnn:0`: transformers' continuous batching (`generate_batch`, `ContinuousBatchingManager`,
+its paged KV cache) and `transformers serve`'s app, on the device (docs/serving.md).
+
+    memory.py   transformers sizes its paged cache from the free memory of the model's device, which it
+                knows for CUDA, XPU and MPS only (a ttnn model would be sized from the host's RAM): for a
+                ttnn device it reads torch.ttnn.mem_get_info instead, in the device bytes one byte of the
+                cache costs (measured on a one-block cache), and applies its own max_memory_percent.
+                Installed at import (install(): an import hook, cheap; transformers is not imported)
+    server.py   `ttnn-eager serve`: transformers' own serving app over a model on the device
+
+The cache itself needs nothing here: transformers allocates it as one byte buffer viewed as the model's
+dtype, and view(dtype) runs on the device (lowerings/views.py, Note [dtype views]).
+
+Imports: the core, the device layer, config and counters, features/device_module.py (never a lowering,
+never a tool); transformers and the serving dependencies only inside functions, when they are used.
+"""
+from __future__ import annotations
+
+
+def install() -> None:
+    """What the package root wires at import: the paged cache's memory sizing for ttnn devices (memory.py)."""
+    from . import memory
+    memory.install()

@@ -1,0 +1,272 @@
+"""Serving on ttnn:0 (docs/serving.md): view(dtype) on the device (the byte buffer of transformers' paged
+cache), the paged cache sized from the device's memory, and continuous batching (generate_batch,
+ContinuousBatchingManager) in strict mode with the CPU's greedy tokens. Tiny seeded Llama
+(ttnn_eager.tools.models); exact shadow arithmetic (float32 storage, shadow_numerics="exact") as in
+tests/test_generation.py."""
+import gc
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ttnn_eager
+from ttnn_eager.tools import models
+
+from conftest import covers
+
+DEV = "ttnn:0"
+aten = torch.ops.aten
+FUZZ = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+BITS = [torch.float32, torch.int32, torch.bfloat16, torch.uint8, torch.int8]
+
+
+def values(dtype, *shape, seed=0):
+    """Values of `dtype` whose bits vary everywhere (signs, exponents, low mantissa bits); float32 ones exact in
+    the storage they will have (tests set it)."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.randn(*shape, generator=g) * 1000).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(info.min, -2**31), min(info.max, 2**31 - 1), shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def bits(t):
+    return t.contiguous().view(torch.uint8)
+
+
+# name -> (function, [input tuples]): tests/test_ops.py's guard sees the lowerings these reach
+CASES = {
+    "view_dtype": (lambda x: (x.view(torch.int32), x.view(torch.uint8), x.view(torch.bfloat16)),
+                   [(values(torch.float32, 3, 8).bfloat16().float(),)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cases_give_the_cpu_bits(name):
+    fn, sets = CASES[name]
+    for inputs in sets:
+        ref = fn(*inputs)
+        with ttnn_eager.strict():
+            out = fn(*[x.to(DEV) for x in inputs])
+        for o, r in zip(out, ref):
+            assert o.dtype == r.dtype and o.shape == r.shape and torch.equal(bits(o.cpu()), bits(r))
+
+
+# ----------------------------------------------------------------------------------------------- view(dtype)
+@covers(aten.view.dtype)
+@FUZZ
+@given(src=st.sampled_from(BITS), dst=st.sampled_from(BITS), rows=st.sampled_from([1, 3]),
+       cols=st.sampled_from([4, 8, 40]), storage=st.sampled_from(["bfloat16", "float32"]), seed=st.integers(0, 99))
+def test_view_dtype_gives_the_cpu_bits_on_the_device(src, dst, rows, cols, storage, seed, restore_config):
+    """PyTorch's dtype, shape and bits, in strict mode (no CPU op): bitcast, shifts and masks on the device. A
+    float32 stored as bfloat16 has the bits of its stored value."""
+    ttnn_eager.configure(float32_storage=storage)
+    x = values(src, rows, cols, seed=seed)
+    if src == torch.float32 and storage == "bfloat16":
+        x = x.bfloat16().float()
+    ref = x.view(dst)
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        out = x.to(DEV).view(dst)
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    assert torch.equal(bits(out.cpu()), bits(ref)), (src, dst, out.cpu(), ref)
+    assert rec.fallbacks == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_writes_through_a_dtype_view_reach_the_byte_buffer(dtype, restore_config):
+    """transformers' paged cache: a zeroed byte buffer viewed as the model's dtype, written through slices of
+    the view; the bytes of the base, and a second view of it, see every write (strict mode)."""
+    ttnn_eager.configure(float32_storage="float32")
+    n = 256
+    new = values(dtype, 6, seed=1)
+    ref = torch.zeros(n, dtype=torch.uint8)
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        buf = torch.zeros(n, dtype=torch.uint8, device=DEV)
+        typed = buf.view(dtype)
+        typed[3:9] = new.to(DEV)
+        words = buf.view(torch.int32)
+        got_bytes, got_words, got_typed = buf.cpu(), words.cpu(), typed.cpu()
+    ref.view(dtype)[3:9] = new
+    assert torch.equal(got_bytes, ref)
+    assert torch.equal(got_words, ref.view(torch.int32)) and torch.equal(bits(got_typed), bits(ref.view(dtype)))
+    assert rec.fallbacks == {} and rec.ttnn.get("bitcast", 0) > 0
+
+
+def test_view_dtype_errors_and_the_counted_route():
+    """PyTorch's error for a last dimension the new element size does not divide; a dtype whose bits the device
+    does not compute (float16, stored as bfloat16) takes the counted CPU fallback, and strict mode names it."""
+    with pytest.raises(RuntimeError, match="divisible"):
+        torch.zeros(3, dtype=torch.uint8, device=DEV).view(torch.float32)
+    x = torch.randn(2, 8).half()
+    with ttnn_eager.record_ops() as rec, pytest.warns(UserWarning):
+        out = x.to(DEV).view(torch.int16)
+    assert rec.fallbacks == {"aten.view.dtype": 1} and out.dtype == torch.int16 and out.shape == (2, 8)
+    with ttnn_eager.strict(), pytest.raises(ttnn_eager.FallbackError, match="view.dtype"):
+        x.to(DEV).view(torch.int16)
+
+
+# ----------------------------------------------------------------------------------------------- paged cache
+def _llama(restore_config):
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")
+    model, _ = models.build("llama")
+    return model
+
+
+def _cb_config(**kw):
+    from transformers import ContinuousBatchingConfig
+    return ContinuousBatchingConfig(max_batch_tokens=64, page_size=16, seed=0, **kw)
+
+
+def test_paged_cache_is_sized_from_the_device_memory(restore_config):
+    """PagedAttentionCache for a ttnn model plans from torch.ttnn.mem_get_info (not the host's RAM) with the
+    fraction it is given, pricing a cache byte at what it costs on the device (measured on a one-block cache):
+    the cache then takes at most that fraction of the free memory, and most of it."""
+    from transformers.generation.continuous_batching.cache import PagedAttentionCache
+    from transformers.generation.continuous_batching.distributed import DistributedHelper
+    from ttnn_eager.features.serving import memory
+    model = _llama(restore_config).to(DEV)
+    fraction = 0.01
+    gc.collect()
+    free, total = torch.ttnn.mem_get_info(DEV)
+    before = torch.ttnn.memory_allocated(DEV)
+    cache = PagedAttentionCache(model.config, _cb_config(max_memory_percent=fraction), model.device,
+                                DistributedHelper(None, None), dtype=model.dtype, model_supports_logits_to_keep=True)
+    used = torch.ttnn.memory_allocated(DEV) - before
+    cost = next(iter(memory.costs.values()))
+    assert 100 < cost < 1000  # device bytes a cache byte (uint32 bytes, 1-D TILE, one tensor per view)
+    assert 0.5 * fraction * free < used <= fraction * free, (used, fraction * free)
+    assert cache.num_blocks > 8 and cache.cache_tensor.device.type == "ttnn"
+    on_cpu = PagedAttentionCache(model.config, _cb_config(max_memory_percent=fraction / 10), torch.device("cpu"),
+                                 DistributedHelper(None, None), dtype=model.dtype, model_supports_logits_to_keep=True)
+    assert on_cpu.num_blocks > 10 * cache.num_blocks  # the CPU's plan: the host's RAM, as transformers does
+    del cache, on_cpu
+    gc.collect()
+    assert torch.ttnn.memory_allocated(DEV) <= before + 1 << 20  # freed with the cache
+
+
+LENGTHS = [2, 9, 4, 17, 6, 12, 3, 24]   # prompt lengths
+NEW = [5, 8, 3, 6, 7, 4, 8, 5]          # new tokens per request
+WAVES = [[0, 1, 2], [3, 4], [5, 6, 7]]  # requests arriving together; each wave after a result of the last
+
+
+def _prompts(vocab):
+    return [models.prompt_ids(vocab, length=n, seed=i)[0].tolist() for i, n in enumerate(LENGTHS)]
+
+
+def _serve(model, prompts, fraction):
+    """The requests through a ContinuousBatchingManager, arriving in WAVES: {request id: tokens}."""
+    from transformers import GenerationConfig
+    gen = GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
+    manager = model.init_continuous_batching(generation_config=gen,
+                                             continuous_batching_config=_cb_config(max_memory_percent=fraction))
+    manager.start()
+    results, errors = {}, []
+    try:
+        for wave in WAVES:
+            for i in wave:
+                manager.add_request(prompts[i], request_id=f"r{i}", max_new_tokens=NEW[i])
+            out = manager.get_result(timeout=300)
+            results[out.request_id] = out
+        while len(results) < len(prompts):
+            out = manager.get_result(timeout=300)
+            if out is None:
+                break
+            results[out.request_id] = out
+        blocks = manager.batch_processor.cache.num_blocks
+    finally:
+        manager.stop(block=True)
+    errors = [r.error for r in results.values() if r.error]
+    return {k: r.generated_tokens for k, r in results.items()}, errors, blocks
+
+
+def test_continuous_batching_gives_the_cpu_tokens_in_strict_mode(restore_config):
+    """8 requests of different prompt lengths and lengths of output, arriving in three waves while others
+    decode, through transformers' ContinuousBatchingManager with its paged cache on the device (sized from
+    the device's memory): every request's greedy tokens equal the CPU's, no CPU op (strict mode)."""
+    model = _llama(restore_config)
+    prompts = _prompts(model.config.vocab_size)
+    cpu, cpu_errors, _ = _serve(model, prompts, 0.01)
+    model.to(DEV)
+    start = time.perf_counter()
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        dev, dev_errors, blocks = _serve(model, prompts, 0.01)
+    seconds = time.perf_counter() - start
+    assert not cpu_errors and not dev_errors, (cpu_errors, dev_errors)
+    assert sorted(dev) == [f"r{i}" for i in range(8)] and all(len(dev[f"r{i}"]) == NEW[i] for i in range(8))
+    assert dev == cpu, (dev, cpu)
+    assert rec.fallbacks == {} and blocks > 8
+    print(f"8 requests, {sum(NEW)} tokens, {blocks} cache blocks: {seconds:.1f} s on the mock")
+
+
+def test_generate_batch_gives_the_cpu_tokens(restore_config):
+    """model.generate_batch (warm-up included) on the device: the CPU's greedy tokens, strict mode."""
+    from transformers import GenerationConfig
+    model = _llama(restore_config)
+    prompts = _prompts(model.config.vocab_size)[:4]
+    gen = GenerationConfig(max_new_tokens=4, do_sample=False, eos_token_id=None, pad_token_id=0)
+
+    def run():
+        out = model.generate_batch(inputs=prompts, generation_config=gen,
+                                   continuous_batching_config=_cb_config(max_memory_percent=0.005))
+        return {k: v.generated_tokens for k, v in out.items()}
+    cpu = run()
+    model.to(DEV)
+    with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+        dev = run()
+    assert dev == cpu and len(dev) == 4 and rec.fallbacks == {}
+
+
+# ----------------------------------------------------------------------------------------------- the server
+def _ask(server, path):
+    """Four requests at once (two completions, a chat, a streamed chat) with the openai client: their texts."""
+    import concurrent.futures
+    import openai
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", timeout=300, max_retries=0)
+
+    def completion(prompt, n):
+        return client.completions.create(model=path, prompt=prompt, max_tokens=n, temperature=0).choices[0].text
+
+    def chat(text, n):
+        msg = [{"role": "user", "content": text}]
+        return client.chat.completions.create(model=path, messages=msg, max_tokens=n, temperature=0).choices[0].message.content
+
+    def streamed(text, n):
+        msg = [{"role": "user", "content": text}]
+        chunks = client.chat.completions.create(model=path, messages=msg, max_tokens=n, temperature=0, stream=True)
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    calls = [(completion, "Hello there", 4), (completion, "The quick brown fox jumps", 6), (chat, "hi", 5),
+             (streamed, "what is a tile?", 5)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return [f.result() for f in [pool.submit(fn, a, n) for fn, a, n in calls]]
+
+
+def test_transformers_server_answers_with_the_cpu_tokens(tmp_path, restore_config):
+    """`ttnn-eager serve`'s server (transformers serve, continuous batching) on 127.0.0.1 with the tiny seeded
+    Llama and the byte tokenizer made here: concurrent completions, chats and a streamed chat answer with the
+    texts the same server on the CPU gives; stopping it frees the model and its cache."""
+    from ttnn_eager.features.serving.server import Server
+    from ttnn_eager.tools.serve import tiny_model
+    ttnn_eager.configure(float32_storage="float32", shadow_numerics="exact")  # the CPU's greedy tokens exactly
+    path = tiny_model(str(tmp_path / "tiny"))
+    kw = dict(max_batch_tokens=256, block_size=32)
+    cpu_server = Server(path, device="cpu", max_memory_percent=0.001, **kw).wait()
+    try:
+        cpu = _ask(cpu_server, path)
+    finally:
+        cpu_server.stop()
+    gc.collect()
+    torch.zeros(1, device=DEV)
+    before = torch.ttnn.memory_allocated(DEV)
+    server = Server(path, device=DEV, max_memory_percent=0.01, **kw).wait()
+    try:
+        dev = _ask(server, path)
+    finally:
+        server.stop()
+    assert dev == cpu and all(isinstance(t, str) for t in dev), (dev, cpu)
+    del server
+    gc.collect()
+    assert torch.ttnn.memory_allocated(DEV) - before < 16 << 20
