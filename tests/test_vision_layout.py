@@ -82,6 +82,26 @@ def test_conv_chain_channels_last_values():
     assert stats["nchw_conversions"] == 2
 
 
+def test_nhwc_permute_of_a_resident_image_is_a_reshape():
+    """ConvNeXt's permute(0, 2, 3, 1) after its depthwise convolution: the image is already stored NHWC, so the
+    permute is one reshape of that storage (no ttnn.permute, no NCHW conversion); other permutes convert first."""
+    conv = torch.nn.Conv2d(8, 16, 3, padding=1).eval()
+    x = torch.randn(2, 8, 20, 24)
+    with torch.no_grad():
+        ref = conv(x)
+        dev = conv.to(DEV)(x.to(DEV))
+        assert layout.is_channels_last(handle_of(dev))
+        ttnn_eager.reset_stats()
+        nhwc = dev.permute(0, 2, 3, 1)
+        stats, by_op = ttnn_eager.stats(), dict(counters.ttnn_by_op)
+        assert by_op == {"reshape": 1} and stats["nchw_conversions"] == 0, by_op
+        assert nhwc.shape == (2, 20, 24, 16) and torch.equal(nhwc.cpu(), dev.cpu().permute(0, 2, 3, 1))
+        assert pcc(nhwc.cpu(), ref.permute(0, 2, 3, 1)) >= 0.999
+        other = dev.permute(0, 3, 2, 1)  # not NHWC: made NCHW once, then permuted
+        assert ttnn_eager.stats()["nchw_conversions"] == 1
+        assert pcc(other.cpu(), ref.permute(0, 3, 2, 1)) >= 0.999
+
+
 def test_resident_result_is_read_as_nchw():
     conv = torch.nn.Conv2d(8, 16, 3, padding=1).eval()
     x = torch.randn(1, 8, 64, 64)

@@ -154,6 +154,7 @@ STAGED = Need("STAGED")
 TILE_CL = Need("TILE|NHWC", api.TILE, channels_last=True)
 TILE_FLOAT_CL = Need("TILE_FLOAT|NHWC", api.TILE, "float", True)
 PROMOTE_CL = Need("PROMOTE|NHWC", api.TILE, "promote", True)
+ANY_CL = Need("ANY|NHWC", channels_last=True)  # permute: a channels-last image to NHWC is a reshape (views.py)
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}

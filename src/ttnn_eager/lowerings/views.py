@@ -15,7 +15,7 @@ import math
 import torch
 
 from ..core import layout as policy
-from ..core.layout import ANY, PROMOTE, STAGED, TILE
+from ..core.layout import ANY, ANY_CL, PROMOTE, STAGED, TILE
 from ..core.registry import Unfit, inverse_of, lowering
 from ..device import api
 from ._common import contiguous_shape, dim
@@ -198,11 +198,16 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
     if x.shape.numel() == 0 or x.tt is None:
         return _without_data(x, [x.shape[d] for d in dims])
+    if n == 4 and policy.is_channels_last(x):
+        if dims == [0, 2, 3, 1]:  # NCHW -> NHWC of an image stored so (ConvNeXt after its depthwise conv)
+            return reshape(policy.flat(x), [x.shape[d] for d in dims])
+        policy.to_nchw(x)
     x = policy.permute_layout(x, [x.shape[d] for d in dims])
     return same_values(api.run("permute", x, dims), x)
 
 
-@lowering(aten.permute.default, ttnn=["permute"], needs=ANY)
+@lowering(aten.permute.default, ttnn=["permute", "reshape"], needs=ANY_CL,
+          notes="NCHW -> NHWC of a channels-last image: a reshape of its stored form")
 def permute(x, dims):
     return permute_handle(x, dims)
 
