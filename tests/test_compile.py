@@ -204,12 +204,19 @@ CASES = {
                               [[_r(2, 30, 64), _r(64, 96), _r(96)]]),
     "split_qkv_heads": (lambda x: fused.split_qkv_heads(x, 4), [[_r(2, 32, 384)]]),
     "lift_fresh_copy": (lambda x: torch.ops.aten.lift_fresh_copy(x), [[_r(4, 5)]]),
+    # TT-NN's rotary embedding (heads of 64, 128; 7 rows: its padded result sliced back), then op by op (a
+    # head of 32, a cos per sequence of the batch)
+    "rotary_embedding": (lambda x, c, s: fused.rotary_embedding(x, c, s),
+                         [[_r(1, 4, 7, 64), _r(1, 1, 7, 64), _r(1, 1, 7, 64)],
+                          [_r(2, 2, 32, 128), _r(1, 1, 32, 128), _r(1, 1, 32, 128)],
+                          [_r(1, 2, 5, 32), _r(1, 1, 5, 32), _r(1, 1, 5, 32)],
+                          [_r(2, 2, 3, 64), _r(2, 1, 3, 64), _r(2, 1, 3, 64)]]),
 }
 
 
 @covers(fused.linear_activation.default, fused.add_layer_norm.default, fused.qkv_heads.default,
         fused.concat_heads.default, fused.rms_norm.default, fused.matmul_bias.default,
-        fused.split_qkv_heads.default, torch.ops.aten.lift_fresh_copy.default)
+        fused.split_qkv_heads.default, fused.rotary_embedding.default, torch.ops.aten.lift_fresh_copy.default)
 @pytest.mark.parametrize("name", list(CASES))
 def test_fused_ops_on_the_device_match_their_cpu_meaning(name):
     fn, sets = CASES[name]
@@ -263,10 +270,16 @@ PATTERNS = {
                                [(2, 32, 64), (64, 96), (96,)]),
     "split_qkv_heads": (lambda y: tuple(t.view(2, 32, -1, 32).transpose(1, 2) for t in y.split(128, 2)),
                         [(2, 32, 384)]),
+    "rotary_embedding": (lambda x, c, s: x * c[:, None] + _rotate_half(x) * s[:, None],
+                         [(1, 4, 7, 64), (1, 7, 64), (1, 7, 64)]),
     "view_chains": (lambda x: x.view(64, 32).view(2048) * 2, [(2, 32, 32)]),
     "view_chains_transposes": (lambda x: x.transpose(1, 2).transpose(2, 1) * 2, [(2, 32, 32)]),
 }
 SEVERAL = {"qkv_heads", "matmul_bias_activation"}  # patterns whose match takes more than one rewrite
+
+
+def _rotate_half(x):  # transformers' (Llama's apply_rotary_pos_emb)
+    return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
 
 
 def _gelu_new(x):  # transformers' NewGELUActivation (GPT-2's gelu_new)

@@ -203,6 +203,15 @@ def _update_cache_ref(cache, x, update_idx, batch_offset=0, **_):
     return out
 
 
+def _rotary_embedding_ref(x, cos, sin, token_index=None, **_):
+    """ttnn.experimental.rotary_embedding without a token index (its golden function takes one): x * cos +
+    rotate_half(x) * sin, the rows padded to whole tiles (zeros) as TT-NN's result is."""
+    pad = -x.shape[-2] % 32
+    x, cos, sin = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (x, cos, sin))
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
 def _layer_norm_ref(x, *, epsilon=1e-12, residual_input_tensor=None, weight=None, bias=None, **_):
     """ttnn.layer_norm (its golden function adds the residual into its input, which may be shared)."""
     if residual_input_tensor is not None:
@@ -233,6 +242,7 @@ def _bitcast_ref(x, dtype, **_):
 REFERENCES = {
     "bitcast": _bitcast_ref,
     "update_cache": _update_cache_ref,
+    "experimental.rotary_embedding": _rotary_embedding_ref,
     "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
     "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value

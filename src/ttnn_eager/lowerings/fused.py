@@ -19,6 +19,10 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 activation=)
     split_qkv_heads(x, heads)                   [b, s, 3*h*d] split in three, each into heads [b, h, s, d]
                                                 -> ttnn.transformer.split_query_key_value_and_split_heads
+    rotary_embedding(x, cos, sin)               x * cos + rotate_half(x) * sin (Llama's rotary embedding of
+                                                the heads [b, h, s, d]; cos, sin [1, 1, s, d], d a multiple
+                                                of 64) -> ttnn.experimental.rotary_embedding (+ a slice of its
+                                                seq-padded result when s is not a multiple of 32)
 
 Activations: "gelu" (erf), "gelu_tanh" (GPT-2's gelu_new, the tanh formula), "relu", "silu". TT-NN's fused
 linear activation has one gelu; erf and tanh gelu differ by at most 4.8e-4 (at x = 2.7, where a bfloat16 ulp
@@ -32,7 +36,9 @@ from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
+from .elementwise import add, mul, neg
 from .matmul import matmul_handles
+from .views import cat, slice_handle
 
 LIB = torch.library.Library("ttnn_eager", "DEF")
 LIB.define("linear_activation(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor")
@@ -44,6 +50,7 @@ LIB.define("concat_heads(Tensor input) -> Tensor")
 LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
 LIB.define("matmul_bias(Tensor input, Tensor weight, Tensor? bias, str? activation) -> Tensor")
 LIB.define("split_qkv_heads(Tensor input, int num_heads) -> (Tensor, Tensor, Tensor)")
+LIB.define("rotary_embedding(Tensor input, Tensor cos, Tensor sin) -> Tensor")
 ops = torch.ops.ttnn_eager
 
 ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
@@ -88,9 +95,25 @@ def _split_qkv_heads(x, num_heads):
     return tuple(_heads(t, num_heads) for t in x.split(x.shape[-1] // 3, -1))
 
 
+def _rotary_embedding(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+def _rotary_fits(x_shape, cos_shape, sin_shape) -> bool:
+    """Whether ttnn.experimental.rotary_embedding computes rotary_embedding(x, cos, sin) for these shapes: heads
+    [b, h, s, d] with d a multiple of 64 (each half whole tiles), cos and sin [1, 1, s, d] (one position per
+    row, the same for every sequence of the batch: the cache it takes has no batch)."""
+    if len(x_shape) != 4:
+        return False
+    s, d = x_shape[2], x_shape[3]
+    return d % (2 * api.TILE_SIZE) == 0 and tuple(cos_shape) == tuple(sin_shape) == (1, 1, s, d)
+
+
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
                    ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
-                   ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads)):
+                   ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads),
+                   ("rotary_embedding", _rotary_embedding)):
     LIB.impl(_name, _fn, "CPU")
     LIB.impl(_name, _fn, "Meta")
 
@@ -187,3 +210,19 @@ def rms_norm(x, weight, eps):
                            f"{list(weight.shape)}")
     return api.run("rms_norm", x, epsilon=eps, weight=weight,
                    compute_kernel_config=policy.compute_config("layer_norm", x.index))
+
+
+@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding", "slice", "multiply", "add", "neg",
+                                              "concat"], needs=TILE_FLOAT,
+          notes="heads [b, h, s, d], d a multiple of 64, cos and sin [1, 1, s, d] of the heads' storage: one TT-NN "
+                "op (its result padded to whole tiles of rows, sliced back when s is not a multiple of 32); "
+                "other shapes op by op")
+def rotary_embedding(x, cos, sin):
+    b, h, s, d = x.shape
+    if not _rotary_fits(x.shape, cos.shape, sin.shape) or not x.tt_dtype == cos.tt_dtype == sin.tt_dtype:
+        turned = cat([neg(slice_handle(x, 3, d // 2, d)), slice_handle(x, 3, 0, d // 2)], 3)
+        return add(mul(x, cos), mul(turned, sin))
+    out = api.run("experimental.rotary_embedding", x, cos, sin)
+    if out.shape[2] != s:
+        out = api.run("slice", out, [0, 0, 0, 0], [b, h, s, d])
+    return out

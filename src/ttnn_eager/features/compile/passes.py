@@ -20,6 +20,8 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     matmul_bias_activation  gelu/relu/silu of a matmul_bias                 -> ttnn_eager.matmul_bias(activation=)
     split_qkv_heads       the three parts of split(y [b, s, 3*h*d], h*d, -1), each viewed into heads and
                           transposed ([b, s, h*d] -> [b, h, s, d])         -> ttnn_eager.split_qkv_heads
+    rotary_embedding      x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin (Llama's apply_rotary_pos_emb on
+                          heads [b, h, s, d])                              -> ttnn_eager.rotary_embedding
 
 A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
 heads split); a GPT-2 block's Conv1Ds, gelu_new and qkv split fuse the same way. Passes run in this order
@@ -249,6 +251,52 @@ def rms_norm(n):
     return None
 
 
+def _rotate_half_of(cat):
+    """cat = cat([-x[..., d/2:], x[..., :d/2]], -1) (transformers' rotate_half), each part used once: (x, nodes)."""
+    if not (_is(cat, aten.cat.default) and _only_user(cat) and len(cat.args[0]) == 2):
+        return None
+    xs = _shape(cat)
+    if xs is None or (cat.args[1] if len(cat.args) > 1 else 0) not in (-1, len(xs) - 1):
+        return None
+    neg, low = cat.args[0]
+    if not (_is(neg, aten.neg.default) and _only_user(neg) and _is(neg.args[0], aten.slice.Tensor)):
+        return None
+    high = neg.args[0]
+    if not (_is(low, aten.slice.Tensor) and _only_user(low) and _only_user(high) and high.args[0] is low.args[0]):
+        return None
+    half = xs[-1] // 2
+    last = (-1, len(xs) - 1)
+    if (high.args[1] in last and low.args[1] in last and list(low.args[2:4]) == [0, half]
+            and high.args[2] == half and high.args[3] >= xs[-1] and len(low.args) <= 4 and len(high.args) <= 4):
+        return low.args[0], (cat, neg, high, low)
+    return None
+
+
+@_rewrite
+def rotary_embedding(n):
+    """x * cos + rotate_half(x) * sin of heads x [b, h, s, d] (the lowering decides whether TT-NN's rotary
+    embedding takes the shapes)."""
+    if not _is(n, aten.add.Tensor) or len(n.args) != 2 or n.kwargs:
+        return None
+    for plain, turned in (n.args, n.args[::-1]):
+        if not (_is(plain, aten.mul.Tensor) and _only_user(plain) and _is(turned, aten.mul.Tensor)
+                and _only_user(turned)):
+            continue
+        for rot, sin in (turned.args, turned.args[::-1]):
+            parts = _rotate_half_of(rot)
+            if parts is None:
+                continue
+            x, dead = parts
+            cos = plain.args[1] if plain.args[0] is x else plain.args[0] if plain.args[1] is x else None
+            if cos is None or not isinstance(sin, fx.Node):
+                continue
+            vals = [v.meta.get("val") for v in (x, cos, sin)]
+            if (all(isinstance(v, torch.Tensor) for v in vals) and len({v.dtype for v in vals}) == 1
+                    and len(vals[0].shape) == 4 and _shape(n) == _shape(x)):
+                return _ops().rotary_embedding.default, (x, cos, sin), (plain, turned, *dead)
+    return None
+
+
 def _contiguous(n) -> bool:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     return isinstance(v, torch.Tensor) and v.is_contiguous()
@@ -375,7 +423,7 @@ def split_qkv_heads(g: fx.Graph) -> int:
 
 
 PASSES = (noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads, qkv_heads,
-          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm)
+          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
