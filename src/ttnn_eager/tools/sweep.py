@@ -166,6 +166,9 @@ UNREACHED = {
         (_randn(*d.activation(3)), _randn(d.hidden, 3 * d.hidden), _randn(3 * d.hidden), None), {}),
     _fused.ops.split_qkv_heads.default: lambda d: ((_randn(d.batch, d.seq, 3 * d.hidden), d.heads), {}),
     _fused.ops.rms_norm.default: lambda d: ((_randn(*d.activation(3)), _randn(d.hidden), 1e-6), {}),
+    _fused.ops.rotary_embedding.default: lambda d: (  # the heads' rotary embedding, one position per row
+        (_randn(*d.activation(4)), _randn(1, 1, d.seq, d.hidden // d.heads), _randn(1, 1, d.seq, d.hidden // d.heads)),
+        {}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),
