@@ -272,10 +272,18 @@ PATTERNS = {
                         [(2, 32, 384)]),
     "rotary_embedding": (lambda x, c, s: x * c[:, None] + _rotate_half(x) * s[:, None],
                          [(1, 4, 7, 64), (1, 7, 64), (1, 7, 64)]),
+    "grouped_attention": (lambda q, k, v: F.scaled_dot_product_attention(q, _repeat_kv(k, 2), _repeat_kv(v, 2),
+                                                                         is_causal=True),
+                          [(1, 8, 16, 64), (1, 4, 16, 64), (1, 4, 16, 64)]),
     "view_chains": (lambda x: x.view(64, 32).view(2048) * 2, [(2, 32, 32)]),
     "view_chains_transposes": (lambda x: x.transpose(1, 2).transpose(2, 1) * 2, [(2, 32, 32)]),
 }
 SEVERAL = {"qkv_heads", "matmul_bias_activation"}  # patterns whose match takes more than one rewrite
+
+
+def _repeat_kv(x, n):  # transformers' (Llama's grouped-query attention without enable_gqa)
+    b, kv, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, kv, n, s, d).reshape(b, kv * n, s, d)
 
 
 def _rotate_half(x):  # transformers' (Llama's apply_rotary_pos_emb)
@@ -347,6 +355,43 @@ def test_generation_with_a_static_cache_and_a_compiled_forward_equals_eager():
     # 7 decode steps: the first eager, the second captured, the other 5 replayed
     assert after["graph_replays"] - before["graph_replays"] == 5
     assert after["fallbacks"] == before["fallbacks"]
+
+
+def test_a_compiled_grouped_query_decode_step_is_the_fused_ops():
+    """A static-cache decode step of a grouped-query Llama layer (8 heads of 64, 4 key/value heads), compiled
+    and replayed: the rotary embedding is TT-NN's, the cache update one scatter per cache (at dim 2, no permute
+    of the cache), attention one sdpa of the grouped heads (no repeat_kv copies); logits against the CPU's."""
+    import transformers
+    from ttnn_eager import counters
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=512, intermediate_size=1024, num_attention_heads=8,
+                                   num_key_value_heads=4, num_hidden_layers=1, vocab_size=300,
+                                   max_position_embeddings=64)
+    cpu = transformers.LlamaForCausalLM(cfg).eval()
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    model.load_state_dict(cpu.state_dict())
+    model = model.to(DEV)
+    ids = torch.randint(0, 300, (1, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        cache = transformers.StaticCache(config=cfg, max_cache_len=32)
+        cpu(input_ids=ids[:, :8], past_key_values=cache, cache_position=torch.arange(8), use_cache=True)
+        forward = torch.compile(model.forward, backend="ttnn", fullgraph=True)
+        dcache = transformers.StaticCache(config=cfg, max_cache_len=32)
+        forward(input_ids=ids[:, :8].to(DEV), past_key_values=dcache, cache_position=torch.arange(8).to(DEV),
+                use_cache=True)
+        for step in range(3):  # eager through the lowerings, captured, replayed
+            counters.ttnn_by_op.clear()
+            replays = ttnn_eager.stats()["graph_replays"]
+            pos = torch.tensor([8 + step])
+            tok = ids[:, 8:9] if step == 0 else torch.tensor([[step + 1]])
+            got = forward(input_ids=tok.to(DEV), past_key_values=dcache, cache_position=pos.to(DEV), use_cache=True)
+            want = cpu(input_ids=tok, past_key_values=cache, cache_position=pos, use_cache=True)
+            assert pcc(got.logits.cpu(), want.logits) >= 0.999
+        by_op = dict(counters.ttnn_by_op)
+        assert ttnn_eager.stats()["graph_replays"] == replays + 1
+    assert by_op["experimental.rotary_embedding"] == 2 and by_op["scatter"] == 2, by_op
+    assert by_op["transformer.scaled_dot_product_attention"] == 1 and "permute" not in by_op, by_op
+    assert sum(by_op.values()) <= 47, by_op  # was 64 (2026-12-04: rotary op by op, repeat_kv, permuted updates)
 
 
 def test_transformers_grouped_mm_fallback_compiles_to_the_grouped_matmul_eager_mode_runs():

@@ -205,6 +205,8 @@ def _sdpa_ref(q, k, v, *, attn_mask=None, is_causal=True, scale=None, numerics=N
     them, so beyond _SCORE_ELEMENTS it computes blocks of query rows (rows are independent: softmax is per row)
     rather than take the host's memory (LightGlue's 8464 keypoints: 4.6 GB per copy of the scores)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if k.shape[1] != q.shape[1]:  # grouped key/value heads: query head i reads head i // group
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
     sq, sk = q.shape[-2], k.shape[-2]
     rows = max(1, _SCORE_ELEMENTS // max(1, q[..., :1, :1].numel() * sk))
     if rows >= sq:

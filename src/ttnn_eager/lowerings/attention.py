@@ -2,7 +2,8 @@
 ttnn.transformer.scaled_dot_product_attention (FlashAttention-2) where it fits:
 
     4-D [batch, heads, seq, head_dim] bfloat16 query/key/value, head_dim a multiple of 32, no dropout,
-    the same number of query and key/value heads, and a mask (bool or additive) that broadcasts to
+    the same number of query and key/value heads (or, with enable_gqa, key/value heads dividing the query's:
+    TT-NN's kernel groups them as PyTorch does, query head i reading key/value head i // group), and a mask (bool or additive) that broadcasts to
     [batch, 1 or heads, seq_q, seq_k] -- it is expanded to that shape and a bool mask becomes additive
     (0 where attended, -inf where not).
 
@@ -41,14 +42,16 @@ def _additive_mask(mask, b, h, sq, sk):
 
 
 @lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention"],
-          needs=TILE, notes="where it fits (4-D, head_dim % 32 == 0, no dropout); else decomposed")
+          needs=TILE, notes="where it fits (4-D, head_dim % 32 == 0, no dropout; grouped key/value heads with "
+                            "enable_gqa); else decomposed")
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
     if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
         raise Unfit("not 4-D")
     b, h, sq, d = q.shape
     sk = k.shape[-2]
-    if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or k.shape[1] != h or v.shape[1] != h:
-        raise Unfit("head_dim not a multiple of 32, dropout, or grouped heads")
+    grouped = enable_gqa and k.shape[1] == v.shape[1] and k.shape[1] and h % k.shape[1] == 0
+    if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or not (k.shape[1] == v.shape[1] == h or grouped):
+        raise Unfit("head_dim not a multiple of 32, dropout, or key/value heads that do not divide the query's")
     if any(t.tt is not None and t.tt_dtype not in (api.BFLOAT16, api.BFLOAT8_B) for t in (q, k, v)):
         raise Unfit("ttnn's sdpa takes bfloat16/bfloat8_b q, k, v only (float32 storage)")
     if attn_mask is not None and is_causal:

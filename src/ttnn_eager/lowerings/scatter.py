@@ -204,6 +204,11 @@ def index_copy(x, d, index, source):
     if len(index.shape) > 1:
         raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got {})".format(len(index.shape)))
     indices, source = _along(x, d, index, source, "index_copy_")
+    if d and index.shape.numel() and is_handle(x) and x.shape.numel():
+        # along an inner dimension (a static KV cache's update at dim 2): one ttnn.scatter along d of the index
+        # broadcast over the source, not index_put's permutes of the dimension to the front and back
+        at = reshape(indices[d], [index.shape.numel() if i == d else 1 for i in range(len(x.shape))])
+        return _scatter("scatter", x, d, expand(at, source.shape), source)
     return index_put(x, indices, source)
 
 

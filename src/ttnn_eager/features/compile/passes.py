@@ -20,6 +20,8 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     matmul_bias_activation  gelu/relu/silu of a matmul_bias                 -> ttnn_eager.matmul_bias(activation=)
     split_qkv_heads       the three parts of split(y [b, s, 3*h*d], h*d, -1), each viewed into heads and
                           transposed ([b, s, h*d] -> [b, h, s, d])         -> ttnn_eager.split_qkv_heads
+    grouped_attention     sdpa of key/value heads repeated to the query's (transformers' repeat_kv: unsqueeze,
+                          expand, clone, view [b, kv*g, s, d])            -> sdpa(enable_gqa=True) of the heads
     rotary_embedding      x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin (Llama's apply_rotary_pos_emb on
                           heads [b, h, s, d])                              -> ttnn_eager.rotary_embedding
 
@@ -297,6 +299,46 @@ def rotary_embedding(n):
     return None
 
 
+def _repeated_heads(n):
+    """n = view(clone(expand(unsqueeze(x, 2), [b, kv, g, s, d])), [b, kv*g, s, d]) (transformers' repeat_kv),
+    each intermediate used once: (x, nodes) or None."""
+    if not (_is(n, *_VIEWS) and _only_user(n)):
+        return None
+    clone = n.args[0]
+    if _is(clone, aten.clone.default) and _only_user(clone):
+        inner, dead = clone.args[0], [n, clone]
+    else:
+        inner, dead = clone, [n]
+    if not (_is(inner, aten.expand.default) and _only_user(inner) and _is(inner.args[0], aten.unsqueeze.default)
+            and _only_user(inner.args[0]) and inner.args[0].args[1] == 2):
+        return None
+    x = inner.args[0].args[0]
+    xs, es, ns = _shape(x), _shape(inner), _shape(n)
+    if xs is None or es is None or ns is None or len(xs) != 4 or len(es) != 5:
+        return None
+    b, kv, s, d = xs
+    if es[:2] != (b, kv) or es[3:] != (s, d) or ns != (b, kv * es[2], s, d):
+        return None
+    return x, (*dead, inner, inner.args[0])
+
+
+def grouped_attention(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.scaled_dot_product_attention.default) or len(n.args) < 3:
+            continue
+        k, v = (_repeated_heads(a) for a in n.args[1:3])
+        if k is None or v is None or _shape(k[0])[1] != _shape(v[0])[1]:
+            continue
+        n.args = (n.args[0], k[0], v[0], *n.args[3:])
+        n.kwargs = {**n.kwargs, "enable_gqa": True}
+        for dead in (*k[1], *v[1]):
+            if not dead.users:
+                g.erase_node(dead)
+        done += 1
+    return done
+
+
 def _contiguous(n) -> bool:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     return isinstance(v, torch.Tensor) and v.is_contiguous()
@@ -423,7 +465,7 @@ def split_qkv_heads(g: fx.Graph) -> int:
 
 
 PASSES = (noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads, qkv_heads,
-          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding)
+          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding, grouped_attention)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
