@@ -4,6 +4,7 @@ need at once), the tiny seeded Llama and the byte tokenizer (tools/serve.py); ex
 completion is compared with the CPU's greedy tokens (transformers' generate on the CPU copy of the model). SIGTERM
 is tested on a `./scripts/run serve` process of its own."""
 import concurrent.futures
+import gc
 import http.client
 import json
 import os
@@ -128,9 +129,14 @@ def test_a_client_that_disconnects_mid_stream_frees_its_cache_blocks(served):
     """A streamed completion whose client closes the connection after its first token is cancelled (transformers:
     the SSE generator's CancelledError -> cancel_request) within a few forwards, far short of its max_tokens; its
     cache blocks are free again (the cache's free share back to the idle server's), no result handler is left for
-    it, and the device memory is back to the idle server's."""
+    it (transformers leaves one: faults.forget_when_cancelled), and the device memory is back to the idle
+    server's."""
     server, path = served
+    # the same request run to the end first: device memory grows once per new shape (measured: 6 identical
+    # requests grow it once), so the baseline has seen the lengths the stream below reaches
+    post(server, {"prompt": "Tell me a long story", "max_tokens": 16, "stream": True})
     free = idle(server)
+    gc.collect()
     memory = torch.ttnn.memory_allocated(DEV)
     manager = cb(server)
     conn = http.client.HTTPConnection(server.host, server.port, timeout=600)
@@ -145,10 +151,12 @@ def test_a_client_that_disconnects_mid_stream_frees_its_cache_blocks(served):
     conn.sock.close()
     conn.close()
     assert idle(server) == free == (0, 1.0)  # every block back
-    assert manager.current_batch - at_disconnect < 40, (at_disconnect, manager.current_batch)  # not run to 120
+    assert manager.current_batch - at_disconnect < 10, (at_disconnect, manager.current_batch)  # not run to 120
     print(f"disconnect: {manager.current_batch - at_disconnect} forwards after it (max_tokens 120); blocks held "
           f"{idle(server)[0]}")
     assert "leaver" not in manager.output_router.result_handlers
+    gc.collect()
+    print(f"disconnect: device memory {torch.ttnn.memory_allocated(DEV) - memory:+d} bytes")
     assert torch.ttnn.memory_allocated(DEV) - memory < 1 << 20
     assert healthy(server)
 
