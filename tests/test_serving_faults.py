@@ -200,7 +200,7 @@ def test_a_request_whose_forward_fails_gets_500_and_every_other_is_answered(pois
         bad_stream = pool.submit(post, server, {"prompt": POISON + " streamed", "max_tokens": 4, "stream": True})
         answers = [f.result() for f in answers]
         bad, bad_stream = bad.result(), bad_stream.result()
-    assert bad[0] == 500, bad
+    assert bad[0] == 500 and "injected failure" in bad[1]["detail"], bad
     assert bad_stream[0] == 200 and '"error"' in bad_stream[1] and "injected failure" in bad_stream[1], bad_stream
     for (status, body), (prompt, n) in zip(answers, good):
         assert status == 200 and body["choices"][0]["text"] == reference(path, prompt, n), (prompt, body)

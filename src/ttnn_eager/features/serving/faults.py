@@ -13,8 +13,8 @@
                      queue as transformers' own offloading does (prompt plus the tokens generated so far,
                      create_equivalent_initial_request), and until each of them has passed a forward the
                      scheduler takes one request per batch; a request whose forward fails alone fails alone
-                     (HTTP 500, or an error event in its stream) and frees its blocks. Every other request is
-                     answered.
+                     (HTTP 500 with the error as its detail, or an error event in its stream) and frees its
+                     blocks. Every other request is answered.
 
       forgetting     a stream cancelled by its client drops the request's result handler (transformers keeps it)
 
@@ -70,8 +70,15 @@ def _hook_manager(manager) -> None:
         return queue, streamer
 
     async def hooked_non_streaming(model, processor, inputs, gen_config, request_id, *args, **kwargs):
+        from fastapi import HTTPException
+        from transformers.cli.serving.utils import CBWorkerDeadError
         admit(manager._cb, model, inputs, gen_config)
-        return await non_streaming(model, processor, inputs, gen_config, request_id, *args, **kwargs)
+        try:
+            return await non_streaming(model, processor, inputs, gen_config, request_id, *args, **kwargs)
+        except CBWorkerDeadError:
+            raise  # transformers' 503
+        except RuntimeError as e:  # the request's own failure: a 500 that says why (Starlette's says nothing)
+            raise HTTPException(status_code=500, detail=str(e)) from e
 
     manager.init_cb, manager.generate_streaming = hooked_init_cb, hooked_streaming
     manager.generate_non_streaming = hooked_non_streaming

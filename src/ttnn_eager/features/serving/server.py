@@ -4,8 +4,9 @@ ttnn device and continuous batching on (ContinuousBatchingManager, its paged cac
 sizes it).
 
     Server(model, device, host, port, ...)   transformers.cli.serve.Serve with the model preloaded on
-                                             `device`, serving on a background thread; .stop() ends it
-                                             and frees the model and its cache
+                                             `device`, serving on a background thread, with faults.py's
+                                             hooks (bad input, failing forwards); .stop() ends it (the
+                                             worker first) and frees the model and its cache
 
 The model is loaded by transformers' ModelManager from a local folder (`from_pretrained(path,
 device_map=device)`), as `transformers serve PATH --device ttnn:0 --continuous-batching` would, with
