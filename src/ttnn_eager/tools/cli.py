@@ -28,7 +28,7 @@
                     --compile: each model compiled with backend="ttnn" too, TT-NN ops compiled vs eager
                     (docs/zoo_compile.json)
     ttnn-eager serve [--model PATH] [--device ttnn:0|cpu] [--host 127.0.0.1] [--port N] [--max-memory-percent F]
-                    [--max-batch-tokens N] [--block-size N]   transformers' own server (/v1/completions,
+                    [--max-batch-tokens N] [--block-size N] [--num-blocks N]   transformers' own server (/v1/completions,
                     /v1/chat/completions, streaming) with continuous batching on the device; with no --model, a
                     tiny seeded Llama and a byte tokenizer made here (docs/serving.md)
 """

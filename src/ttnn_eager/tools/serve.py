@@ -4,7 +4,7 @@
     tiny_model(path)   the default model, made here (nothing from a hub): the tiny seeded Llama of
                        tools/models.py and a byte-level tokenizer (the 256 bytes plus <unk>, <s>, </s>, and a
                        chat template), saved as a local model folder
-    main(args)         serve a folder (or the tiny model) until Ctrl-C / SIGTERM
+    main(args)         serve a folder (or the tiny model) until Ctrl-C / SIGTERM, then free the device
 """
 from __future__ import annotations
 
@@ -56,18 +56,34 @@ def memory_percent(device: str, asked: float | None) -> float | None:
 
 
 def main(args) -> int:
+    """Serves until Ctrl-C or SIGTERM, then stops the worker and the server, frees the model and its cache, and
+    says how much device memory is still allocated (the device closes at exit: device/api.py)."""
+    import gc
+    import signal
+    import threading
     from ..features.serving.server import Server
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # set a flag, raise nothing (Server.run_forever says why)
+        signal.signal(sig, lambda signum, frame: stop.set())
     path = args.model or tiny_model()
     server = Server(path, device=args.device, host=args.host, port=args.port,
                     max_memory_percent=memory_percent(args.device, args.max_memory_percent),
-                    max_batch_tokens=args.max_batch_tokens, block_size=args.block_size, log_level=args.log_level)
-    server.wait()
-    print(f"serving {path if args.model else 'the tiny seeded Llama'} on {args.device} at {server.url}/v1 "
-          f"(OpenAI API; Ctrl-C stops)", flush=True)
+                    max_batch_tokens=args.max_batch_tokens, block_size=args.block_size, num_blocks=args.num_blocks,
+                    log_level=args.log_level)
     try:
-        server.run_forever()
+        server.wait()
+        print(f"serving {path if args.model else 'the tiny seeded Llama'} on {args.device} at {server.url}/v1 "
+              f"(OpenAI API; Ctrl-C or SIGTERM stops)", flush=True)
+        server.run_forever(stop)
     finally:
         server.stop()
+        del server
+        gc.collect()
+    if args.device.startswith("ttnn"):
+        import torch
+        print(f"stopped; device memory still allocated: {torch.ttnn.memory_allocated(args.device)} bytes", flush=True)
+    else:
+        print("stopped", flush=True)
     return 0
 
 
@@ -82,6 +98,7 @@ def add_arguments(p) -> None:
                         f"{MOCK_MEMORY_PERCENT} on the mock device, whose shadow values live in host memory)")
     p.add_argument("--max-batch-tokens", type=int, default=256, help="tokens in one forward (transformers: 8192)")
     p.add_argument("--block-size", type=int, default=32, help="tokens in a cache block (transformers: 256)")
+    p.add_argument("--num-blocks", type=int, default=None, help="cache blocks (default: sized from the memory share)")
     p.add_argument("--log-level", default="warning")
 
 

@@ -7,6 +7,9 @@ its paged KV cache) and `transformers serve`'s app, on the device (docs/serving.
                 cache costs (measured on a one-block cache), and applies its own max_memory_percent.
                 Installed at import (install(): an import hook, cheap; transformers is not imported)
     server.py   `ttnn-eager serve`: transformers' own serving app over a model on the device
+    faults.py   bad input and faults in that server (hooks on transformers' managers): HTTP 400 for a prompt
+                beyond the context or the cache, a failing forward fails only its request, a cancelled stream
+                forgets its handler
 
 The cache itself needs nothing here: transformers allocates it as one byte buffer viewed as the model's
 dtype, and view(dtype) runs on the device (lowerings/views.py, Note [dtype views]).

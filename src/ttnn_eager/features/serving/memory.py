@@ -53,7 +53,8 @@ def _patched_planner(original):
     def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
         sizing = _sizing.get()
-        if sizing is not None:  # the device's price of a cache byte (the module docstring)
+        # the device's price of a cache byte (the module docstring); a num_blocks asked for is a capacity, not a price
+        if sizing is not None and self.cb_config.num_blocks is None:
             self.bytes_per_sector = int(self.bytes_per_sector * sizing[1])
             self.trash_bytes = int(self.trash_bytes * sizing[1])
     __init__.__wrapped__ = original
