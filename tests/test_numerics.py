@@ -96,6 +96,22 @@ def test_infinity_is_not_nan(fp32_dest, restore_config):
     assert torch.equal(out, a @ b)
 
 
+@pytest.mark.parametrize("scale", [3e-23, 1e-30, 1.0])
+def test_a_vector_norm_of_tiny_values_is_not_zero(scale):
+    """The device has no subnormals: squares of values below ~1e-19 flush to zero, so an unscaled 2-norm is 0
+    and F.normalize divides by it (align's image embeddings: inf where the CPU's are finite). Scaled by the
+    largest magnitude, the norm is within bfloat16's error of the exact one (float64; the CPU's own float32
+    norm loses digits in subnormal squares here), and normalize's result finite."""
+    x = torch.randn(3, 640, generator=torch.Generator().manual_seed(0)) * scale
+    exact = torch.linalg.vector_norm(x.double(), dim=-1)
+    out = torch.linalg.vector_norm(x.to(DEV), dim=-1).cpu()
+    assert float(((out.double() - exact) / exact).abs().max()) < 0.01
+    unit = torch.nn.functional.normalize(x.to(DEV), dim=-1).cpu()
+    assert unit.isfinite().all() and pcc(unit, x / x.norm(dim=-1, keepdim=True).clamp_min(1e-45)) > 0.999
+    edge = torch.tensor([[float("inf"), 1.0], [0.0, 0.0], [3e20, 3e20]])  # the CPU's inf (overflow) and 0 kept
+    assert torch.equal(torch.linalg.vector_norm(edge.to(DEV), dim=-1).cpu(), torch.linalg.vector_norm(edge, dim=-1))
+
+
 def _errors(device: bool):
     torch.manual_seed(0)
     x, w = torch.randn(64, 512).bfloat16().float(), torch.randn(96, 512).bfloat16().float()

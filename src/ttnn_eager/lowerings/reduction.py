@@ -175,12 +175,24 @@ def cumsum(x, d, *, dtype=None):
     return result
 
 
-@lowering(aten.linalg_vector_norm.default, ttnn=["abs", "multiply", "sum", "sqrt", "max"], needs=TILE_FLOAT,
-          notes="ord 2, 1 and inf; other orders run on the CPU fallback")
+_NORMAL_MIN = float(torch.finfo(torch.float32).tiny)  # the smallest normal float32 (and bfloat16)
+
+
+@lowering(aten.linalg_vector_norm.default, ttnn=["abs", "max", "clamp", "divide", "multiply", "sum", "sqrt"],
+          needs=TILE_FLOAT,
+          notes="ord 2, 1 and inf; ord 2 of values below 1 scaled by the largest magnitude (as BLAS's nrm2): the "
+                "device has no subnormals, so squares of values below ~1e-19 would flush to zero (a norm of 0 "
+                "where the CPU's is finite); other orders run on the CPU fallback")
 def vector_norm(x, ord=2, d=None, keepdim=False, *, dtype=None):
-    if ord == 2:
-        squares = api.run("multiply", x, x)
-        return api.run("sqrt", _reduce("sum", squares, d, keepdim))
+    if ord == 2:  # s * sqrt(sum((x / s)^2)), s = |x|_max clamped to [tiny, 1]: tiny values scaled up, large ones
+        # as they are (their squares overflow to inf as the CPU's do), 0 and inf exact
+        scale = api.run("clamp", _reduce("max", api.run("abs", x), d, True), min=_NORMAL_MIN, max=1.0)
+        y = api.run("divide", x, scale)
+        norm = api.run("multiply", api.run("sqrt", _reduce("sum", api.run("multiply", y, y), d, True)), scale)
+        if keepdim:
+            return norm
+        dims = _dims(x, d)
+        return reshape(norm, [] if dims is None else [s for i, s in enumerate(x.shape) if i not in dims])
     if ord == 1:
         return _reduce("sum", api.run("abs", x), d, keepdim)
     if ord == math.inf:
