@@ -20,13 +20,12 @@ from __future__ import annotations
 import contextvars
 import copy
 import gc
-import importlib.abc
-import importlib.machinery
 import sys
 
 import torch
 
 from ... import config as settings
+from . import imports
 
 CACHE_MODULE = "transformers.generation.continuous_batching.cache"
 
@@ -124,31 +123,5 @@ def patch(module) -> None:
     module._ttnn_sizing = True
 
 
-class _Hook(importlib.abc.MetaPathFinder):
-    """Patches transformers' cache module right after it is first imported (transformers itself is not
-    imported for it: `import ttnn_eager` stays cheap)."""
-
-    def find_spec(self, name, path, target=None):
-        if name != CACHE_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            patch(module)
-        loader.exec_module = exec_and_patch
-        return spec
-
-
-_HOOK = _Hook()
-
-
 def install() -> None:
-    if CACHE_MODULE in sys.modules:
-        patch(sys.modules[CACHE_MODULE])
-    elif _HOOK not in sys.meta_path:
-        sys.meta_path.insert(0, _HOOK)
+    imports.after_import(CACHE_MODULE, patch)
