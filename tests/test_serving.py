@@ -208,12 +208,19 @@ def test_paged_cache_is_sized_from_the_device_memory(restore_config):
                                 DistributedHelper(None, None), dtype=model.dtype, model_supports_logits_to_keep=True)
     used = torch.ttnn.memory_allocated(DEV) - before
     cost = next(iter(memory.costs.values()))
-    assert 100 < cost < 1000  # device bytes a cache byte (uint32 bytes, 1-D TILE, one tensor per view)
+    assert 100 < cost < 1000  # device bytes a cache byte (uint32 bytes, 1-D TILE; the layer caches)
     assert 0.5 * fraction * free < used <= fraction * free, (used, fraction * free)
     assert cache.num_blocks > 8 and cache.cache_tensor.device.type == "ttnn"
     on_cpu = PagedAttentionCache(model.config, _cb_config(max_memory_percent=fraction / 10), torch.device("cpu"),
                                  DistributedHelper(None, None), dtype=model.dtype, model_supports_logits_to_keep=True)
-    assert on_cpu.num_blocks > 10 * cache.num_blocks  # the CPU's plan: the host's RAM, as transformers does
+    # the CPU's plan: the host's RAM, one byte a byte, as transformers does (a tenth of the fraction, still more)
+    assert on_cpu.num_blocks > 4 * cache.num_blocks
+    # the keys and values in TT-NN's paged layout, a cache a layer (features/serving/paged.py); the CPU's as it was
+    (allocator,) = cache.cache_allocators.values()
+    k, v = allocator.get_cache_for_block_table(0)
+    assert allocator.ttnn_paged and k.device.type == "ttnn" and k.shape == v.shape == (
+        cache.num_blocks + 2 * allocator.blocks_per_sector, model.config.num_key_value_heads, 16, model.config.head_dim)
+    assert not getattr(next(iter(on_cpu.cache_allocators.values())), "ttnn_paged", False)
     del cache, on_cpu
     gc.collect()
     assert torch.ttnn.memory_allocated(DEV) <= before + 1 << 20  # freed with the cache
