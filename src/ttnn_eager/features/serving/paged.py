@@ -42,16 +42,18 @@ INIT_MODULE = "transformers.generation.continuous_batching.initialization"
 API_MODULE = "transformers.generation.continuous_batching.continuous_api"
 
 _device: contextvars.ContextVar = contextvars.ContextVar("ttnn_paged_device", default=None)
-_memo: dict = {}  # what a forward computes once: tag -> (source tensor, its version, result)
 
 
 def _once(tag, source: torch.Tensor, make):
     """make() once per source tensor (and its version): the page table, positions and rows of one forward are
-    the same for every layer (transformers hands every layer the same tensors)."""
-    kept = _memo.get(tag)
-    if kept is None or kept[0] is not source or kept[1] != source._version:
-        kept = _memo[tag] = (source, source._version, make())
-    return kept[2]
+    the same for every layer (transformers hands every layer the same tensors, made anew for each batch). Kept
+    on the source tensor, so it dies with it."""
+    kept = getattr(source, "_ttnn_paged", None)
+    if kept is None:
+        kept = source._ttnn_paged = {}
+    if tag not in kept or kept[tag][0] != source._version:
+        kept[tag] = (source._version, make())
+    return kept[tag][1]
 
 
 def _index(device: torch.device) -> int:
