@@ -581,6 +581,11 @@ def _fused_edges(x):
            ops.matmul_bias(x, w.t().contiguous(), b, "gelu_tanh")]
     if x.dim() == 3:  # as heads [1, b, s, d] rotated by cos, sin [1, 1, s, d]
         out.append(ops.rotary_embedding(x[None], x[:1, None], -x[:1, None]))
+    if x.dim() == 3 and x.numel():  # as a paged cache [blocks, 1, block, d]: one user at position 0 of block 0
+        cache, row = x[:, None], x[:1, :1].reshape(1, 1, 1, k)
+        zero = torch.zeros(1, dtype=torch.int32, device=x.device)
+        out += [ops.paged_update_cache(cache.clone(), row, zero, zero.reshape(1, 1)),
+                ops.paged_attention_decode(row, cache, cache, zero, zero.reshape(1, 1), 1.0)]
     if x.dim() == 3:
         wq = torch.eye(k, device=x.device)
         out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))

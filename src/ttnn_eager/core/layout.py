@@ -578,6 +578,17 @@ def as_integer(h: api.Handle, tt_dtype=api.INT32) -> api.Handle:
     return _typecast(ensure(h, TILE), tt_dtype)
 
 
+def int32_rows(h: api.Handle) -> api.Handle:
+    """h as int32 ROW_MAJOR, how TT-NN's paged ops take their page table and positions: made once per h while
+    it is not written (prepared)."""
+    def make(x):
+        x = _typecast(ensure(x, TILE), api.INT32)
+        return api.run("to_layout", x, api.ROW_MAJOR)
+    if h.tt is not None and h.tt_dtype == api.INT32 and h.layout == api.ROW_MAJOR:
+        return h
+    return prepared(h, ("int32_rows",), make)
+
+
 def signed(h: api.Handle) -> api.Handle:
     return ensure(h, SIGNED)
 

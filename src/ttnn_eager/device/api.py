@@ -694,7 +694,8 @@ def update_in_place(op: str, dst: Handle, *args, **kwargs) -> Handle:
     """`ttnn.<op>(dst, *args, **kwargs)` for an op that writes into dst's buffer (update_cache): dst keeps its
     device tensor and takes the new value. The caller has checked sole_owner(dst)."""
     targs = [a.tt if type(a) is Handle else a for a in args]
-    _resolve(op)(dst.tt, *targs, **kwargs)
+    tkwargs = {k: v.tt if type(v) is Handle else v for k, v in kwargs.items()}
+    _resolve(op)(dst.tt, *targs, **tkwargs)
     _count(op)
     dst.shadow = BACKEND.value(op, (dst, *args), kwargs, dst.tt)
     dst.bounds = None
@@ -759,6 +760,23 @@ def enum(name: str):
     for part in name.split("."):
         value = getattr(value, part)
     return value
+
+
+def core_count(index: int) -> int:
+    """The compute cores of device `index` (its compute-with-storage grid: 8 x 8 on a Wormhole n150)."""
+    grid = device(index).compute_with_storage_grid_size()
+    return grid.x * grid.y
+
+
+@functools.lru_cache(maxsize=None)
+def height_sharded(index: int, shards: int, rows: int, width: int):
+    """An L1 memory config that height-shards a tensor over `shards` cores of device `index`, one shard of
+    [rows, width] each, row-major over the grid (how ttnn.experimental.paged_update_cache reads its input:
+    one user per core)."""
+    cores = ttnn.num_cores_to_corerangeset(shards, device(index).compute_with_storage_grid_size(), row_wise=True)
+    return ttnn.create_sharded_memory_config(shape=(rows, width), core_grid=cores, strategy=ttnn.ShardStrategy.HEIGHT,
+                                             orientation=ttnn.ShardOrientation.ROW_MAJOR,
+                                             use_height_and_width_as_shard_shape=True)
 
 
 def arch(index: int) -> str:

@@ -203,6 +203,37 @@ def _update_cache_ref(cache, x, update_idx, batch_offset=0, **_):
     return out
 
 
+def _paged_update_cache_ref(cache, x, update_idxs_tensor=None, page_table=None, **_):
+    """ttnn.experimental.paged_update_cache (no golden function): user b's row x[0, b] ([kv heads, dim]) written
+    at position update_idxs_tensor[b] of its sequence, in block page_table[b, position // block] of the cache
+    [blocks, kv heads, block, dim], row position % block. Users whose position is negative are skipped."""
+    out = cache.clone()
+    block = cache.shape[2]
+    for b, pos in enumerate(update_idxs_tensor.reshape(-1).tolist()):
+        if pos >= 0:
+            out[int(page_table[b, pos // block]), :, pos % block, :] = x[0, b, :cache.shape[1], :]
+    return out
+
+
+def _paged_sdpa_decode_ref(q, k_cache, v_cache, is_causal=True, page_table_tensor=None, cur_pos_tensor=None,
+                           scale=None, **_):
+    """ttnn.transformer.paged_scaled_dot_product_attention_decode, causal: user b's query heads q[0, b] attend
+    to positions 0..cur_pos[b] of its sequence, read block by block through page_table[b] (its golden function
+    refuses the -1 entries of unused blocks, which the kernel never reads); key/value heads grouped as
+    enable_gqa does; a negative position is skipped (zeros)."""
+    _, users, heads, d = q.shape
+    kv, block = k_cache.shape[1], k_cache.shape[2]
+    out = torch.zeros(1, users, heads, d)
+    for b, pos in enumerate(cur_pos_tensor.reshape(-1).tolist()):
+        if pos < 0:
+            continue
+        pages = page_table_tensor[b, :pos // block + 1].long()
+        k, v = (c[pages].transpose(0, 1).reshape(kv, -1, d)[:, :pos + 1].float() for c in (k_cache, v_cache))
+        out[0, b] = torch.nn.functional.scaled_dot_product_attention(
+            q[0, b].float().unsqueeze(1), k, v, scale=scale, enable_gqa=True).squeeze(1)
+    return out
+
+
 def _rotary_embedding_ref(x, cos, sin, token_index=None, **_):
     """ttnn.experimental.rotary_embedding without a token index (its golden function takes one): x * cos +
     rotate_half(x) * sin, the rows padded to whole tiles (zeros) as TT-NN's result is."""
@@ -242,6 +273,9 @@ def _bitcast_ref(x, dtype, **_):
 REFERENCES = {
     "bitcast": _bitcast_ref,
     "update_cache": _update_cache_ref,
+    "experimental.paged_update_cache": _paged_update_cache_ref,
+    "transformer.paged_scaled_dot_product_attention_decode": _paged_sdpa_decode_ref,
+    "to_memory_config": _to_layout_ref,  # value unchanged: where it lives is not part of it
     "experimental.rotary_embedding": _rotary_embedding_ref,
     "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op

@@ -23,6 +23,19 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 the heads [b, h, s, d]; cos, sin [1, 1, s, d], d a multiple
                                                 of 64) -> ttnn.experimental.rotary_embedding (+ a slice of its
                                                 seq-padded result when s is not a multiple of 32)
+    paged_update_cache(cache, x, positions, page_table)   (in place, returns cache) user b's new key or value
+                                                row x[0, b] ([kv heads, d]) written at position positions[b]
+                                                of its sequence: block page_table[b, pos // block] of the paged
+                                                cache [blocks, kv heads, block, d], row pos % block
+                                                -> ttnn.experimental.paged_update_cache (x height-sharded, one
+                                                user a core: ttnn.to_memory_config)
+    paged_attention_decode(q, key_cache, value_cache, positions, page_table, scale)
+                                                one query token a user (q [1, users, heads, d]) attending to
+                                                positions 0..positions[b] of its sequence in the paged caches
+                                                (grouped key/value heads as PyTorch's enable_gqa)
+                                                -> ttnn.transformer.paged_scaled_dot_product_attention_decode
+The two paged ops are what transformers' continuous batching does per decode token and layer on the device
+(features/serving/paged.py); the page table and positions are int32 ([users, blocks a user], [users]).
 
 Activations: "gelu" (erf), "gelu_tanh" (GPT-2's gelu_new, the tanh formula), "relu", "silu". TT-NN's fused
 linear activation has one gelu; erf and tanh gelu differ by at most 4.8e-4 (at x = 2.7, where a bfloat16 ulp
@@ -33,7 +46,7 @@ from __future__ import annotations
 import torch
 
 from ..core import layout as policy
-from ..core.layout import TILE, TILE_FLOAT
+from ..core.layout import ANY, TILE, TILE_FLOAT
 from ..core.registry import Unfit, lowering
 from ..device import api
 from .elementwise import add, mul, neg
@@ -51,6 +64,9 @@ LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
 LIB.define("matmul_bias(Tensor input, Tensor weight, Tensor? bias, str? activation) -> Tensor")
 LIB.define("split_qkv_heads(Tensor input, int num_heads) -> (Tensor, Tensor, Tensor)")
 LIB.define("rotary_embedding(Tensor input, Tensor cos, Tensor sin) -> Tensor")
+LIB.define("paged_update_cache(Tensor(a!) cache, Tensor input, Tensor positions, Tensor page_table) -> Tensor(a!)")
+LIB.define("paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor positions, "
+           "Tensor page_table, float scale) -> Tensor")
 ops = torch.ops.ttnn_eager
 
 ACTIVATIONS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu,
@@ -110,12 +126,48 @@ def _rotary_fits(x_shape, cos_shape, sin_shape) -> bool:
     return d % (2 * api.TILE_SIZE) == 0 and tuple(cos_shape) == tuple(sin_shape) == (1, 1, s, d)
 
 
+def _paged_update_cache(cache, x, positions, page_table):
+    block = cache.shape[2]
+    for b, pos in enumerate(positions.tolist()):
+        if pos >= 0:  # (a negative position: a padding user, skipped)
+            cache[int(page_table[b, pos // block]), :, pos % block, :] = x[0, b].to(cache.dtype)
+    return cache
+
+
+def _paged_attention_decode(q, key_cache, value_cache, positions, page_table, scale):
+    _, users, heads, d = q.shape
+    kv, block = key_cache.shape[1], key_cache.shape[2]
+    out = torch.zeros_like(q)
+    for b, pos in enumerate(positions.tolist()):
+        if pos < 0:
+            continue
+        pages = page_table[b, :pos // block + 1].long()
+        k, v = (c[pages].transpose(0, 1).reshape(kv, -1, d)[:, :pos + 1] for c in (key_cache, value_cache))
+        out[0, b] = torch.nn.functional.scaled_dot_product_attention(
+            q[0, b].unsqueeze(1), k.to(q.dtype), v.to(q.dtype), scale=scale, enable_gqa=True).squeeze(1)
+    return out
+
+
+def _paged_fits(cache_shape, users: int, cores: int) -> str | None:
+    """Why TT-NN's paged ops cannot take a paged cache [blocks, kv heads, block, d] for `users` users, or None:
+    block and d whole tiles, one user a core (the update's sharded input)."""
+    if cache_shape[2] % api.TILE_SIZE or cache_shape[3] % api.TILE_SIZE:
+        return "block size or head size not a multiple of 32"
+    if users > cores:
+        return f"{users} users, more than the {cores} cores the cache update shards them over"
+    return None
+
+
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
                    ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
                    ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads),
                    ("rotary_embedding", _rotary_embedding)):
     LIB.impl(_name, _fn, "CPU")
     LIB.impl(_name, _fn, "Meta")
+LIB.impl("paged_update_cache", _paged_update_cache, "CPU")
+LIB.impl("paged_update_cache", lambda cache, *_: cache, "Meta")
+LIB.impl("paged_attention_decode", _paged_attention_decode, "CPU")
+LIB.impl("paged_attention_decode", lambda q, *_: torch.empty_like(q), "Meta")
 
 
 # ----------------------------------------------------------------------------- lowerings
@@ -226,3 +278,64 @@ def rotary_embedding(x, cos, sin):
     if out.shape[2] != s:
         out = api.run("slice", out, [0, 0, 0, 0], [b, h, s, d])
     return out
+
+
+def _check_paged(name: str, cache, users: int, page_table, positions) -> None:
+    if len(cache.shape) != 4 or tuple(positions.shape) != (users,) or len(page_table.shape) != 2 \
+            or page_table.shape[0] != users:
+        raise RuntimeError(f"ttnn_eager.{name}: a cache [blocks, kv heads, block, d], positions [users] and a page "
+                           f"table [users, blocks a user], got {list(cache.shape)}, {list(positions.shape)} and "
+                           f"{list(page_table.shape)} for {users} users")
+
+
+_PAGED_UPDATE_CACHE = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)  # what ttnn's paged cache update writes into
+
+
+@lowering(ops.paged_update_cache.default, ttnn=["to_memory_config", "experimental.paged_update_cache", "clone"],
+          needs={"input": TILE, "*": ANY},
+          notes="block and head size multiples of 32, at most one user a core (else the CPU meaning, counted); "
+                "the input height-sharded one user a core; in place when the cache is its buffer's sole owner, "
+                "else into a copy")
+def paged_update_cache(cache, x, positions, page_table):
+    users = x.shape[1] if len(x.shape) == 4 else -1
+    _check_paged("paged_update_cache", cache, users, page_table, positions)
+    if tuple(x.shape) != (1, users, cache.shape[1], cache.shape[3]):
+        raise RuntimeError(f"ttnn_eager.paged_update_cache: an input [1, users, kv heads, d] of the cache's heads "
+                           f"and d, got {list(x.shape)} for a cache {list(cache.shape)}")
+    why = _paged_fits(cache.shape, users, api.core_count(x.index))
+    if why is None and (policy.materialize(cache).layout != api.TILE or cache.tt_dtype not in _PAGED_UPDATE_CACHE
+                        or x.tt_dtype not in (api.BFLOAT16, api.FLOAT32)):
+        why = "the cache not TILE bfloat16/float32/bfloat8_b, or the input not bfloat16/float32"
+    if why is None and page_table.shape[1] > cache.shape[0]:
+        why = "more blocks a user than the cache has"
+    if why is not None:
+        raise Unfit(why)
+    rows = -(-cache.shape[1] // api.TILE_SIZE) * api.TILE_SIZE  # a user's kv heads, padded to a tile
+    sharded = api.run("to_memory_config", x, memory_config=api.height_sharded(x.index, users, rows, x.shape[3]))
+    target = cache if api.sole_owner(cache) else api.run("clone", cache)
+    return api.update_in_place("experimental.paged_update_cache", target, sharded,
+                               update_idxs_tensor=policy.int32_rows(positions),
+                               page_table=policy.int32_rows(page_table))
+
+
+@lowering(ops.paged_attention_decode.default, ttnn=["transformer.paged_scaled_dot_product_attention_decode"],
+          needs={"query": TILE, "*": ANY},
+          notes="bfloat16/bfloat8_b query and TILE caches, block and head size multiples of 32, kv heads dividing "
+                "the query's (else the CPU meaning, counted)")
+def paged_attention_decode(q, key_cache, value_cache, positions, page_table, scale):
+    users = q.shape[1] if len(q.shape) == 4 else -1
+    _check_paged("paged_attention_decode", key_cache, users, page_table, positions)
+    if tuple(value_cache.shape) != tuple(key_cache.shape) or q.shape[0] != 1 or q.shape[3] != key_cache.shape[3]:
+        raise RuntimeError(f"ttnn_eager.paged_attention_decode: a query [1, users, heads, d] and key and value "
+                           f"caches of one shape and d, got {list(q.shape)}, {list(key_cache.shape)} and "
+                           f"{list(value_cache.shape)}")
+    why = _paged_fits(key_cache.shape, users, api.core_count(q.index))
+    if why is None and (q.shape[2] % key_cache.shape[1]
+                        or any(policy.materialize(t).layout != api.TILE or t.tt_dtype not in (api.BFLOAT16, api.BFLOAT8_B)
+                               for t in (q, key_cache, value_cache))):
+        why = "kv heads not dividing the query's, or a query or cache not TILE bfloat16/bfloat8_b"
+    if why is not None:
+        raise Unfit(why)
+    return api.run("transformer.paged_scaled_dot_product_attention_decode", q, key_cache, value_cache,
+                   page_table_tensor=policy.int32_rows(page_table), cur_pos_tensor=policy.int32_rows(positions),
+                   scale=scale, compute_kernel_config=policy.compute_config("sdpa", q.index))

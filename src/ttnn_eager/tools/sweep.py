@@ -129,6 +129,14 @@ def _randn(*shape) -> torch.Tensor:
 
 
 _CPU = {"device": torch.device("cpu")}
+
+
+def _paged(d):
+    """A paged KV cache of 8 blocks of 32 rows (2 key/value heads of bert-large's head size) and 4 users' page
+    table and positions (the last row of a block, the first of the next), as continuous batching decodes."""
+    hd = d.hidden // d.heads
+    return (_randn(8, 2, 32, hd), torch.tensor([0, 31, 32, 63], dtype=torch.int32),
+            torch.arange(8, dtype=torch.int32).reshape(4, 2), hd)
 # calls written here for the overloads no OpInfo sample reaches (at bert-large's own shapes where it has them)
 UNREACHED = {
     torch.ops.aten.native_dropout.default: lambda d: ((_randn(*d.activation(3)), 0.1, True), {}),  # training
@@ -169,6 +177,10 @@ UNREACHED = {
     _fused.ops.rotary_embedding.default: lambda d: (  # the heads' rotary embedding, one position per row
         (_randn(*d.activation(4)), _randn(1, 1, d.seq, d.hidden // d.heads), _randn(1, 1, d.seq, d.hidden // d.heads)),
         {}),
+    _fused.ops.paged_update_cache.default: lambda d: (
+        lambda c, p, t, hd: ((c, _randn(1, 4, 2, hd), p, t), {}))(*_paged(d)),
+    _fused.ops.paged_attention_decode.default: lambda d: (
+        lambda c, p, t, hd: ((_randn(1, 4, 4, hd), c, c * 0.5, p, t, hd ** -0.5), {}))(*_paged(d)),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),

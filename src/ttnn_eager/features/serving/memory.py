@@ -8,25 +8,25 @@ is made for a ttnn device, the breakdown is the device's (torch.ttnn.mem_get_inf
 transformers applies its own fraction (`max_memory_percent`: 0.9 for a device, 0.8 with logit processors).
 
 transformers plans one device byte per byte of its cache; on the device one byte costs more: the byte buffer
-is stored as uint32 values in TILE layout (a 1-D tensor: its row padded to 32 rows), and every view of it
-(the model's dtype, the [tokens, 2, heads, head_dim] cache, each layer's key and value token views and page
-views) is a device tensor of its own (TT-NN tensors have no strides). So the planner's price of a cache
+is stored as uint32 values in TILE layout (a 1-D tensor: its row padded to 32 rows), and the keys and values
+live in the layer caches of TT-NN's paged layout beside it (paged.py; with transformers' own layout, every view
+of the buffer is a device tensor of its own: TT-NN tensors have no strides). So the planner's price of a cache
 sector (PagedAttentionMemoryHandler.bytes_per_sector, and its two trash sectors) is multiplied by the device
-bytes one cache byte costs, measured by making a cache of one block first (`cost_per_byte`; ~270 for the
-tiny Llama, docs/serving.md); its activation and logits reservations stay as transformers computes them.
+bytes one cache byte costs, measured by making a cache of one block first (`cost_per_byte`; about 130 for the
+tiny Llama with the paged layout, ~300 with transformers' views, docs/serving.md); its activation and logits
+reservations stay as transformers computes them.
 """
 from __future__ import annotations
 
 import contextvars
 import copy
 import gc
-import importlib.abc
-import importlib.machinery
 import sys
 
 import torch
 
 from ... import config as settings
+from . import imports
 
 CACHE_MODULE = "transformers.generation.continuous_batching.cache"
 
@@ -124,31 +124,5 @@ def patch(module) -> None:
     module._ttnn_sizing = True
 
 
-class _Hook(importlib.abc.MetaPathFinder):
-    """Patches transformers' cache module right after it is first imported (transformers itself is not
-    imported for it: `import ttnn_eager` stays cheap)."""
-
-    def find_spec(self, name, path, target=None):
-        if name != CACHE_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            patch(module)
-        loader.exec_module = exec_and_patch
-        return spec
-
-
-_HOOK = _Hook()
-
-
 def install() -> None:
-    if CACHE_MODULE in sys.modules:
-        patch(sys.modules[CACHE_MODULE])
-    elif _HOOK not in sys.meta_path:
-        sys.meta_path.insert(0, _HOOK)
+    imports.after_import(CACHE_MODULE, patch)
