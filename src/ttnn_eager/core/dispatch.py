@@ -378,7 +378,7 @@ def _aliases_of(func, args, kwargs, base_t, outs):
         except TypeError:  # an argument form the fast path does not take (SymInts, keywords): the meta kernel
             g = None
         if g is not None:
-            return [_AS_STRIDED._op_dk(_CPU_KEY, base_t, *g)]
+            return [_tensor.alias(base_t, *g)]
     margs, mkwargs = tree_map(_meta_of, (args, kwargs))
     m = func(*margs, **mkwargs)
     ms = list(m) if isinstance(m, (list, tuple)) else [m]
@@ -395,7 +395,7 @@ def _aliases_of(func, args, kwargs, base_t, outs):
             res.append(_SET._op_dk(_CPU_KEY, alias, base_t.untyped_storage(), o.storage_offset(), o.shape,
                                    o.stride()))
         else:
-            res.append(_AS_STRIDED._op_dk(_CPU_KEY, base_t, o.shape, o.stride(), o.storage_offset()))
+            res.append(_tensor.alias(base_t, o.shape, o.stride(), o.storage_offset()))
     return res + [None] * (len(outs) - len(res))
 
 
