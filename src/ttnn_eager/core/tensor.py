@@ -128,8 +128,9 @@ def _view_handle(t, s, h):
     return v
 
 
-def add_view(t: torch.Tensor, h) -> None:
-    """t (an alias of a ttnn storage) holds the view Handle h."""
+def add_view(t: torch.Tensor, h, key: tuple | None = None) -> None:
+    """t (an alias of a ttnn storage) holds the view Handle h. `key`: t's geometry as _key gives it, when the
+    caller knows it."""
     s = t.untyped_storage()
     base = s._ttnn_handle
     if h is base or (t.dtype is base.dtype and t.storage_offset() == 0 and t.shape == base.shape
@@ -138,7 +139,7 @@ def add_view(t: torch.Tensor, h) -> None:
     views = getattr(s, "_ttnn_views", None)
     if views is None:
         views = s._ttnn_views = {}
-    views[_key(t)] = h
+    views[key or _key(t)] = h
 
 
 def is_ttnn(x) -> bool:
