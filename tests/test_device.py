@@ -472,6 +472,23 @@ def test_peak_memory_is_sampled_from_ttnns_allocator(monkeypatch):
     assert torch.ttnn.max_memory_allocated() == base
 
 
+def test_results_on_their_inputs_buffer_do_not_count_toward_the_peak_tally(monkeypatch):
+    """The peak tally (device.api: when it passes PEAK_SAMPLE_ELEMENTS ttnn's allocator is read) counts what
+    results allocate: a result on its input's buffer (ttnn's reshape keeping the tiles) adds nothing, a result of
+    its own adds its elements."""
+    from ttnn_eager.core.tensor import handle_of
+    from ttnn_eager.device import api
+    monkeypatch.setattr(api, "PEAK_SAMPLE_ELEMENTS", 1 << 60)  # (no reading restarts the tally in between)
+    monkeypatch.setattr(api, "PEAK_FORCE_ELEMENTS", 1 << 60)
+    x = torch.randn(64, 64).to(DEV)
+    before = api._tally.get(0, 0)
+    y = x.unsqueeze(0)
+    assert handle_of(y).root is not None  # the same buffer
+    assert api._tally.get(0, 0) == before
+    z = x + 1
+    assert handle_of(z).root is None and api._tally.get(0, 0) == before + 64 * 64
+
+
 def test_memory_stats_and_summary():
     x_cpu = torch.randn(1024, 1024)
     x = x_cpu.to(DEV)

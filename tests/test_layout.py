@@ -118,3 +118,29 @@ def test_known_values_follow_in_place_writes():
     assert not bool(m.all()) and not bool(m.any()) and not bool(view.all())
     m.add_(torch.tensor([[0, 1, 0], [0, 0, 0]]).to(DEV))
     assert not bool(m.all()) and bool(m.any()) and m.sum().item() == 1
+
+
+def test_permute_layout_decisions_are_cached_by_everything_they_read(monkeypatch):
+    """layout.permute_layout decides once per (shape, result shape, device dtype, layout, limits): the same
+    question gets the cached answer, and a change in any of them -- the limit PERMUTE_ROW_MAJOR_MIN_SAVING, the
+    tensor's layout -- is another question, never a stale answer. The values stay exact through the relayout."""
+    from ttnn_eager.core import layout
+    from ttnn_eager.device import api
+    torch.manual_seed(0)
+    cpu = torch.randn(2, 24, 4, 16).to(torch.bfloat16).float()
+    x = cpu.to(DEV)
+    h, shape = handle_of(x), (2, 24, 4, 16, 1)  # a [16, 1] plane padded to a whole tile: 64x the bytes
+    assert h.layout == api.TILE
+    assert layout.permute_layout(h, shape).layout == api.TILE  # saves less than 16 MiB: stays TILE
+    assert layout._permute_layouts[(h.shape, shape, h.tt_dtype, api.TILE, layout.ROW_BYTES_MAX,
+                                    layout.PERMUTE_ROW_MAJOR_MIN_SAVING)] is None
+    monkeypatch.setattr(layout, "PERMUTE_ROW_MAJOR_MIN_SAVING", 0)  # any saving counts now
+    conversions = counters.counts["layout_conversions"]
+    assert layout.permute_layout(h, shape).layout == api.ROW_MAJOR
+    assert layout.permute_layout(h, shape).layout == api.ROW_MAJOR  # asked again from ROW_MAJOR: rows fit, kept
+    assert counters.counts["layout_conversions"] == conversions + 1
+    y = x.unsqueeze(-1)
+    assert handle_of(y).layout == api.ROW_MAJOR and torch.equal(y.cpu(), cpu.unsqueeze(-1))
+    monkeypatch.setattr(layout, "ROW_BYTES_MAX", 16)  # rows of 32 bytes no longer fit: back to TILE
+    assert layout.permute_layout(h, shape).layout == api.TILE
+    assert torch.equal(x.cpu(), cpu)

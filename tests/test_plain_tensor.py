@@ -52,6 +52,45 @@ def test_writes_through_a_cpp_alias_reach_the_base():
     assert torch.equal(dev.cpu(), cpu)
 
 
+@pytest.mark.parametrize("make", [
+    lambda x: x.transpose(0, 2), lambda x: x.permute(1, 2, 0), lambda x: x[1:3, :, 2], lambda x: x.view(24, 8),
+    lambda x: x.unsqueeze(1), lambda x: x.select(1, 3), lambda x: x.transpose(0, 1).reshape(6, 32),
+], ids=["transpose", "permute", "slice", "view", "unsqueeze", "select", "reshape_of_transpose"])
+def test_view_op_results_are_pytorchs_aliases_and_write_through(make):
+    """A view op's result (made by the C++ part: csrc/tensor.cpp's alias, from the geometry dispatch computes) is
+    the alias PyTorch makes: the base's storage, PyTorch's sizes, strides and offset, autograd's _base and one
+    version counter with the base; a write through it reaches the base and a write into the base is seen
+    through it. (Small integers: exact in bfloat16, the default storage of float32.)"""
+    torch.manual_seed(0)
+    cpu = torch.randint(-8, 8, (4, 6, 8)).float()
+    dev = cpu.to(DEV)
+    a, ref = make(dev), make(cpu)
+    if ref._base is None:  # (a view of a non-contiguous tensor that copies: reshape's rule, not an alias)
+        assert a.untyped_storage().data_ptr() != dev.untyped_storage().data_ptr()
+        assert torch.equal(a.cpu(), ref)
+        return
+    assert a.untyped_storage().data_ptr() == dev.untyped_storage().data_ptr() and a._base is dev
+    assert (a.shape, a.stride(), a.storage_offset()) == (ref.shape, ref.stride(), ref.storage_offset())
+    assert torch.equal(a.cpu(), ref)
+    version = dev._version
+    a.mul_(2)
+    ref.mul_(2)
+    assert dev._version == a._version == version + 1
+    assert torch.equal(dev.cpu(), cpu)
+    dev.sub_(1)
+    cpu.sub_(1)
+    assert torch.equal(a.cpu(), ref)
+
+
+def test_an_alias_beyond_its_storage_is_pytorchs_error():
+    """The C++ alias checks the geometry against the storage as as_strided does, with PyTorch's message."""
+    from ttnn_eager.core import tensor
+    dev = torch.randn(3, 4).to(DEV)
+    with pytest.raises(RuntimeError, match="out of bounds for storage of size 48"):
+        tensor.alias(dev, (5, 5), (5, 1), 0)
+    assert tensor.alias(dev, (2, 2), (1, 4), 1).stride() == (1, 4)
+
+
 def test_expand_and_stride_zero_views():
     cpu = torch.randn(4, 1)
     dev = cpu.to(DEV)

@@ -203,6 +203,20 @@ def _finish(entry, func, result, args, kwargs, hargs, hkwargs):
     alias of its base (the same storage, PyTorch's geometry for it: _aliases) whose own device tensor
     remembers how it derives from its base (for refresh); an in-place/out= output is the tensor the caller
     passed, now holding the result."""
+    if entry.aliases == _VIEW_OF_FIRST and type(result) is api.Handle and not kwargs \
+            and type(base := hargs[0]) is api.Handle:  # (the common view op: its geometry computed directly)
+        geometry = _GEOMETRY.get(func)
+        try:
+            g = geometry(*args) if geometry is not None else None
+        except TypeError:  # an argument form the fast path does not take (SymInts): the general way
+            g = None
+        if g is not None:
+            size, stride, offset = g
+            alias = _tensor.alias(args[0], size, stride, offset)
+            if result is not base:
+                result.source = (base, base.version, entry.fn, hargs, hkwargs, None)
+            add_view(alias, result, (tuple(size), tuple(stride), offset, alias.dtype))
+            return alias
     single = type(result) is not list and type(result) is not tuple
     outs = [result] if single else list(result)
     view_of = None
@@ -232,6 +246,9 @@ def _finish(entry, func, result, args, kwargs, hargs, hkwargs):
             add_view(alias, out)
             outs[pos] = alias
     return _wrap(outs[0]) if single else tuple(_wrap(o) for o in outs)
+
+
+_VIEW_OF_FIRST = ((0, 0, "self", False),)  # entry.aliases of a view op of one result aliasing `self` (transpose)
 
 
 def _own(h: api.Handle, base: api.Handle) -> api.Handle:
@@ -378,7 +395,7 @@ def _aliases_of(func, args, kwargs, base_t, outs):
         except TypeError:  # an argument form the fast path does not take (SymInts, keywords): the meta kernel
             g = None
         if g is not None:
-            return [_AS_STRIDED._op_dk(_CPU_KEY, base_t, *g)]
+            return [_tensor.alias(base_t, *g)]
     margs, mkwargs = tree_map(_meta_of, (args, kwargs))
     m = func(*margs, **mkwargs)
     ms = list(m) if isinstance(m, (list, tuple)) else [m]
@@ -395,7 +412,7 @@ def _aliases_of(func, args, kwargs, base_t, outs):
             res.append(_SET._op_dk(_CPU_KEY, alias, base_t.untyped_storage(), o.storage_offset(), o.shape,
                                    o.stride()))
         else:
-            res.append(_AS_STRIDED._op_dk(_CPU_KEY, base_t, o.shape, o.stride(), o.storage_offset()))
+            res.append(_tensor.alias(base_t, o.shape, o.stride(), o.storage_offset()))
     return res + [None] * (len(outs) - len(res))
 
 
@@ -417,8 +434,8 @@ def _dispatch(func, args, kwargs):
         return empty
     if entry.numbers and (kwargs or int in map(type, args)) and _wide_number(args, kwargs):
         return fallback(func, args, kwargs, reason=WIDE)
-    # Arguments. The common case is inline: a device tensor already in the form its Need asks for (PROMOTE:
-    # TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
+    # Arguments. The common case is inline: a device tensor (a view's: refreshed) already in the form its Need
+    # asks for (PROMOTE: TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
     # (or any kwarg) hands this call over to _Call, which does the general work.
     hargs = list(args)
     call = index = None
@@ -428,8 +445,10 @@ def _dispatch(func, args, kwargs):
             break
         a = hargs[pos]
         if call is None and (h := maybe_handle(a)) is not None:
+            if h.source is not None:  # a view's own device tensor: re-derived first if its base changed
+                refresh(h)
             tt = h.tt
-            if h.source is None and tt is not None and (index is None or h.index == index) \
+            if tt is not None and (index is None or h.index == index) \
                     and h.dtype is not _C64 and layout.satisfies(tt, need) \
                     and (need.channels_last or len(h.shape) != 4 or not layout.is_channels_last(h)) \
                     and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
@@ -518,8 +537,8 @@ def _has_empty(args) -> bool:
         if isinstance(a, torch.Tensor):
             if a.numel() == 0 and a.device.type == "ttnn":
                 return True
-        elif type(a) in (list, tuple) and a and any(isinstance(x, torch.Tensor) and x.numel() == 0
-                                                    and x.device.type == "ttnn" for x in a):
+        elif type(a) in (list, tuple) and a and type(a[0]) is not int and any(  # (sizes and dims: ints only)
+                isinstance(x, torch.Tensor) and x.numel() == 0 and x.device.type == "ttnn" for x in a):
             return True
     return False
 

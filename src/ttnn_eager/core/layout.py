@@ -768,18 +768,35 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     fit, and a ROW_MAJOR one whose rows or result's rows do not goes TILE (ttnn.reshape of a ROW_MAJOR
     [n, 2] to [2 n] with n in the millions -- a paged cache's bytes viewed as bfloat16 -- stops in a TT_THROW:
     "statically allocated dataflow buffers ... beyond max L1 size")."""
-    if h.tt is None or h.tt_dtype not in _ROW_MAJOR_TT:
+    tt = h.tt
+    if tt is None:
         return h
-    rows_fit = row_fits(h.shape, h.tt_dtype) and row_fits(out_shape, h.tt_dtype)
-    if h.layout == api.ROW_MAJOR and not rows_fit:
-        _relayout(h, api.TILE)
-    if h.layout != api.TILE or not rows_fit:
-        return h
-    tile = api.buffer_bytes(out_shape, h.tt_dtype, api.TILE)
-    rows = api.buffer_bytes(out_shape, h.tt_dtype, api.ROW_MAJOR)
-    if tile >= 4 * rows and tile - rows >= PERMUTE_ROW_MAJOR_MIN_SAVING:
-        _relayout(h, api.ROW_MAJOR)
+    key = (h.shape, tuple(out_shape), tt.dtype, tt.layout, ROW_BYTES_MAX, PERMUTE_ROW_MAJOR_MIN_SAVING)
+    want = _permute_layouts.get(key, False)
+    if want is False:  # (decided once per key: the decision reads only the key)
+        if len(_permute_layouts) >= 4096:
+            _permute_layouts.clear()
+        want = _permute_layouts[key] = _permute_layout(h.shape, out_shape, tt.dtype, tt.layout)
+    if want is not None:
+        _relayout(h, want)
     return h
+
+
+_permute_layouts: dict = {}  # permute_layout's decisions: (shapes, device dtype, layout, limits) -> layout or None
+
+
+def _permute_layout(shape, out_shape, tt_dtype, layout):
+    """The layout permute_layout converts a tensor of `shape`, `tt_dtype` and `layout` to, or None."""
+    if tt_dtype not in _ROW_MAJOR_TT:
+        return None
+    rows_fit = row_fits(shape, tt_dtype) and row_fits(out_shape, tt_dtype)
+    if layout == api.ROW_MAJOR:
+        return None if rows_fit else api.TILE
+    if layout != api.TILE or not rows_fit:
+        return None
+    tile = api.buffer_bytes(out_shape, tt_dtype, api.TILE)
+    rows = api.buffer_bytes(out_shape, tt_dtype, api.ROW_MAJOR)
+    return api.ROW_MAJOR if tile >= 4 * rows and tile - rows >= PERMUTE_ROW_MAJOR_MIN_SAVING else None
 
 
 def partition_layout(h: api.Handle, dim: int, parts: int) -> api.Handle:

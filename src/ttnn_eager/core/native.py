@@ -1,10 +1,11 @@
-"""The ttnn device's C++ hooks (csrc/hooks.cpp): built once per torch version, loaded with ctypes, registered.
+"""The ttnn device's C++ part (csrc/): built once per torch version, loaded, registered.
 
     load()       the library: built into the cache if it is not there yet (~2 s of g++), then loaded
     register(count)   PyTorch's PrivateUse1 hooks (pinned-memory allocator, device count, current device) and
                  device guard (N devices, a per-thread current device); `count()` answers the device count
                  when it cannot be known without ttnn (a card: asked once, at the first use that needs it)
     current_device() / set_current_device(i)   the calling thread's current device (the guard's)
+    tensors()    the extension module of csrc/tensor.cpp: new_tensor, alias (core/tensor.py, core/dispatch.py)
 
 Why C++ at all (docs/design/platform.md): PyTorch asks a device for a pinned-memory allocator and for its
 device count through C++ virtual functions that the Python registration (torch._C._acc) does not forward --
@@ -144,13 +145,17 @@ def set_device_count(n: int) -> None:
 
 
 @functools.cache
-def tensor_factory():
-    """ttnn_eager_new_tensor(shape tuple, dtype, index, address, nbytes) -> a new contiguous ttnn tensor on a
-    non-owning storage (csrc/tensor.cpp): called with the GIL held (PyDLL), its Python errors raised."""
-    fn = ctypes.PyDLL(build()).ttnn_eager_new_tensor
-    fn.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-    fn.restype = ctypes.py_object
-    return fn
+def tensors():
+    """The extension module of csrc/tensor.cpp (`new_tensor`, `alias`: the tensors made on every op's path),
+    loaded from the same library: METH_FASTCALL functions, called with the GIL held, their errors raised."""
+    import importlib.machinery
+    import importlib.util
+    path = build()
+    spec = importlib.util.spec_from_file_location(
+        "_ttnn_eager_native", path, loader=importlib.machinery.ExtensionFileLoader("_ttnn_eager_native", path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def current_device() -> int:

@@ -58,20 +58,24 @@ def _address(nbytes: int) -> int:
 
 def new_tensor(h) -> torch.Tensor:
     """A new ttnn tensor holding the Handle `h`: its own storage (unique fake address, h's size in bytes), h as
-    the storage's base Handle. Made in one C++ call (csrc/tensor.cpp: 4 us with the storage's Handle set,
-    against 12 us for the storage, an empty tensor on the device and set_ made from Python)."""
+    the storage's base Handle. Made in one call of the C++ part (csrc/tensor.cpp: the tensor, its storage and
+    the Handle set on it)."""
     shape = h.shape
     dtype = h.dtype
     nbytes = shape.numel() * dtype.itemsize
-    t = _factory()(tuple(shape), dtype, h.index, _address(nbytes), nbytes)
-    t.untyped_storage()._ttnn_handle = h
-    return t
+    return _native().new_tensor(shape, dtype, h.index, _address(nbytes), nbytes, h)
+
+
+def alias(base: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
+    """A tensor on base's storage with this geometry, as as_strided's device-generic CPU kernel makes it (the
+    alias a view op returns: dispatch._aliases_of), in one call of the C++ part."""
+    return _native().alias(base._cdata, sizes, strides, offset)
 
 
 @functools.cache
-def _factory():
+def _native():
     from . import native
-    return native.tensor_factory()
+    return native.tensors()
 
 
 def reset(t: torch.Tensor, h) -> torch.Tensor:
@@ -124,8 +128,9 @@ def _view_handle(t, s, h):
     return v
 
 
-def add_view(t: torch.Tensor, h) -> None:
-    """t (an alias of a ttnn storage) holds the view Handle h."""
+def add_view(t: torch.Tensor, h, key: tuple | None = None) -> None:
+    """t (an alias of a ttnn storage) holds the view Handle h. `key`: t's geometry as _key gives it, when the
+    caller knows it."""
     s = t.untyped_storage()
     base = s._ttnn_handle
     if h is base or (t.dtype is base.dtype and t.storage_offset() == 0 and t.shape == base.shape
@@ -134,7 +139,7 @@ def add_view(t: torch.Tensor, h) -> None:
     views = getattr(s, "_ttnn_views", None)
     if views is None:
         views = s._ttnn_views = {}
-    views[_key(t)] = h
+    views[key or _key(t)] = h
 
 
 def is_ttnn(x) -> bool:

@@ -197,13 +197,13 @@ def device_properties(index: int) -> dict:
 # Peak tracking (torch.ttnn.max_memory_allocated). Reading ttnn's allocator costs ~15 us on an empty device
 # and ~3 ms with a bert-large's 400 buffers (both memories' block tables are rebuilt on every read), so it
 # is not read on every op: the verbs that allocate (run, create, upload) add their results' element counts
-# to a tally (~0.2 us), and when it passes PEAK_SAMPLE_ELEMENTS the allocator is read (sample_peak) and the
-# tally restarts -- unless less than PEAK_READ_SPACING times the last reading's cost has passed since it
-# ended (reading then waits for the next op: readings take at most ~1/PEAK_READ_SPACING of host time) or
-# the tally has passed PEAK_FORCE_ELEMENTS, which reads whatever the spacing says. A peak between two
-# readings is missed by at most what was allocated between them (less than PEAK_FORCE_ELEMENTS plus the
-# last result). Every user query (memory_allocated, memory_stats, ...) reads too; reset_peak restarts
-# both the tally and the spacing.
+# to a tally (~0.2 us; not a result on its input's buffer, _shared_buffer: it allocated nothing), and when
+# it passes PEAK_SAMPLE_ELEMENTS the allocator is read (sample_peak) and the tally restarts -- unless less
+# than PEAK_READ_SPACING times the last reading's cost has passed since it ended (reading then waits for the
+# next op: readings take at most ~1/PEAK_READ_SPACING of host time) or the tally has passed
+# PEAK_FORCE_ELEMENTS, which reads whatever the spacing says. A peak between two readings is missed by at
+# most what was allocated between them (less than PEAK_FORCE_ELEMENTS plus the last result). Every user
+# query (memory_allocated, memory_stats, ...) reads too; reset_peak restarts both the tally and the spacing.
 PEAK_SAMPLE_ELEMENTS = 8 << 20  # 16 MiB of bfloat16, 32 MiB of float32
 PEAK_FORCE_ELEMENTS = 4 * PEAK_SAMPLE_ELEMENTS
 PEAK_READ_SPACING = 50
@@ -614,8 +614,9 @@ def run(op: str, *args, out_dtype: torch.dtype | None = None, **kwargs):
             shape = first.shape  # a 0-d tensor is [1] to some ttnn ops: its result stays 0-d (unless a
             # 1-element operand of rank 1 broadcasts it: 0-d * [1] is [1], as PyTorch)
         result = Handle(out, value, dtype, shape, first.index)
-        result.root = _shared_buffer(out, args)
-        _grew(first.index, shape.numel())
+        root = result.root = _shared_buffer(out, args)
+        if root is None:  # (a result on its input's buffer allocated nothing)
+            _grew(first.index, shape.numel())
     else:
         values = BACKEND.values(op, args, kwargs, out)
         result = [Handle(o, v, dtype, shape_of(o), first.index) for o, v in zip(out, values)]
