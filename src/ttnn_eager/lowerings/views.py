@@ -202,12 +202,15 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         if dims == [0, 2, 3, 1]:  # NCHW -> NHWC of an image stored so (ConvNeXt after its depthwise conv)
             return reshape(policy.flat(x), [x.shape[d] for d in dims])
         policy.to_nchw(x)
+    elif n == 4 and dims == [0, 3, 1, 2] and x.layout == api.TILE and x.dtype.is_floating_point:
+        return policy.from_nhwc(x)  # NHWC -> NCHW: kept channels-last (layout.py)
     x = policy.permute_layout(x, [x.shape[d] for d in dims])
     return same_values(api.run("permute", x, dims), x)
 
 
 @lowering(aten.permute.default, ttnn=["permute", "reshape"], needs=ANY_CL,
-          notes="NCHW -> NHWC of a channels-last image: a reshape of its stored form")
+          notes="NCHW -> NHWC of a channels-last image, and NHWC -> NCHW of a floating TILE image (kept "
+                "channels-last): a reshape of its stored form")
 def permute(x, dims):
     return permute_handle(x, dims)
 
