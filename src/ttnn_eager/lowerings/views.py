@@ -202,8 +202,6 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         if dims == [0, 2, 3, 1]:  # NCHW -> NHWC of an image stored so (ConvNeXt after its depthwise conv)
             return reshape(policy.flat(x), [x.shape[d] for d in dims])
         policy.to_nchw(x)
-    elif n == 4 and dims == [0, 3, 1, 2] and x.layout == api.TILE and x.dtype.is_floating_point:
-        return policy.from_nhwc(x)  # NHWC -> NCHW: kept channels-last (layout.py)
     x = policy.permute_layout(x, [x.shape[d] for d in dims])
     return same_values(api.run("permute", x, dims), x)
 
@@ -212,6 +210,10 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
           notes="NCHW -> NHWC of a channels-last image, and NHWC -> NCHW of a floating TILE image (kept "
                 "channels-last): a reshape of its stored form")
 def permute(x, dims):
+    if (len(x.shape) == 4 and [dim(d, 4) for d in dims] == [0, 3, 1, 2] and x.tt is not None and x.shape.numel()
+            and x.layout == api.TILE and x.dtype.is_floating_point and not policy.is_channels_last(x)):
+        return policy.from_nhwc(x)  # NHWC -> NCHW: kept channels-last (layout.py; the aten op only: a lowering's
+        # own permute_handle gets a plain NCHW tensor)
     return permute_handle(x, dims)
 
 
