@@ -157,3 +157,107 @@ def test_resnet50_op_count():
     assert by_op["conv2d"] + by_op.get("linear", 0) == 53 + 1  # every convolution one op (+ the classifier)
     assert by_op.get("permute", 0) <= 2, by_op  # the input image, the pooled features
     assert stats["ttnn_ops"] <= 360, by_op      # 777 with a permute in and out of every convolution
+
+
+def _resident(t) -> bool:
+    return layout.is_channels_last(handle_of(t))
+
+
+@pytest.mark.parametrize("c, o, groups, kernel, stride, bias, batch", [
+    (32, 32, 32, 3, 1, False, 1),   # MobileNet's depthwise
+    (24, 24, 24, 5, 2, True, 2),    # EfficientNet's 5x5 of stride 2, two images
+    (48, 48, 48, 7, 1, True, 1),    # ConvNeXt's 7x7 with its bias
+    (32, 32, 4, 3, 1, True, 1),     # RegNet's groups of 8 channels
+    (32, 32, 8, 3, 2, False, 2),    # ResNeXt's groups of 4, stride 2
+    (16, 32, 16, 3, 1, False, 1),   # a channel multiplier of 2
+])
+def test_taps_cut_kh_plus_kw_windows_of_a_channels_last_image(c, o, groups, kernel, stride, bias, batch):
+    """A depthwise or narrow grouped convolution of a channels-last image (a 1x1 convolution's result): its
+    windows are kernel + kernel slices of the ROW_MAJOR padded image (one ttnn.pad), not kernel * kernel, no
+    permute in or out, and its result stays channels-last; values against float32 on the CPU."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, c, 1), torch.nn.Conv2d(c, o, kernel, stride, kernel // 2,
+                                                                         groups=groups, bias=bias)).eval()
+    x = torch.randn(batch, 8, 19, 21)
+    with torch.no_grad():
+        ref = copy.deepcopy(model)(x)
+        dev = model.to(DEV)
+        first = dev[0](x.to(DEV))
+        dev[1](first)  # the packs made
+        assert _resident(first)
+        ttnn_eager.reset_stats()
+        out = dev[1](first)
+        by_op, stats = dict(counters.ttnn_by_op), ttnn_eager.stats()
+    grouped = groups < c
+    assert _resident(out) and stats["nchw_conversions"] == 0, by_op
+    assert by_op.get("permute", 0) == grouped, by_op  # grouped: the pixels' channels [c_g, N*H*W, G]
+    assert by_op["slice"] == 2 * kernel + 1 + bias, by_op  # the windows, the packed kernel (and bias row)
+    assert by_op["pad"] == 1 and by_op["mul"] == 1 and by_op["sum"] == 1, by_op
+    # 2 to_layout, 2 concat, 3 reshape; grouped: a permute and a reshape; o_g outputs a group: an expand, a reshape
+    assert stats["ttnn_ops"] == 2 * kernel + 11 + 2 * bias + 2 * grouped + 2 * (o // groups > 1), by_op
+    assert pcc(out.cpu(), ref) >= 0.999
+    assert float((out.cpu() - ref).abs().max()) <= 0.02 * float(ref.abs().max())
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_per_channel_operands_of_a_channels_last_image_broadcast_as_rows(batch):
+    """Squeeze-excitation's scale [N, C, 1, 1] (an NCHW one, and a channels-last one: a mean's result), ConvNeXt's
+    layer scale [C, 1, 1] and a [1, C, 1, 1] shift against a channels-last image: computed on its flat pixels, the
+    result channels-last, no permute (one reshape of the operand at most, and of the image for per-image scales)."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 16, 3, padding=1).eval()
+    x = torch.randn(batch, 8, 12, 10)
+    scale, ls, shift = torch.rand(batch, 16, 1, 1), torch.rand(16, 1, 1), torch.randn(1, 16, 1, 1)
+    with torch.no_grad():
+        ref = conv(x)
+        want = [ref * scale, ls * ref, ref + shift, ref * ref.mean((2, 3), keepdim=True)]
+        img = conv.to(DEV)(x.to(DEV))
+        ttnn_eager.reset_stats()
+        got = [img * scale.to(DEV), ls.to(DEV) * img, img + shift.to(DEV), img * img.mean((2, 3), keepdim=True)]
+        by_op, stats = dict(counters.ttnn_by_op), ttnn_eager.stats()
+    assert all(_resident(g) for g in got) and _resident(img)
+    assert "permute" not in by_op and stats["nchw_conversions"] == 0, by_op
+    assert by_op.get("reshape", 0) <= (3 if batch == 1 else 12), by_op
+    for g, w in zip(got, want):
+        assert pcc(g.cpu(), w) >= 0.999 and float((g.cpu() - w).abs().max()) <= 0.02 * float(w.abs().max())
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_spatial_mean_of_a_channels_last_image_reads_its_flat_pixels(batch):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 16, 3, padding=1).eval()
+    x = torch.randn(batch, 8, 9, 11)
+    with torch.no_grad():
+        ref = conv(x)
+        img = conv.to(DEV)(x.to(DEV))
+        ttnn_eager.reset_stats()
+        kept, flat = img.mean((2, 3), keepdim=True), img.mean((-1, -2))
+        by_op, stats = dict(counters.ttnn_by_op), ttnn_eager.stats()
+        assert _resident(img) and _resident(kept) and stats["nchw_conversions"] == 0 and "permute" not in by_op
+        assert by_op["mean"] == 2, by_op
+        other = img.mean(1)  # over the channels: NCHW first (one conversion)
+        assert ttnn_eager.stats()["nchw_conversions"] == 1
+        assert pcc(kept.cpu(), ref.mean((2, 3), keepdim=True)) >= 0.999
+        assert pcc(flat.cpu(), ref.mean((-1, -2))) >= 0.999 and flat.shape == (batch, 16)
+        assert pcc(other.cpu(), ref.mean(1)) >= 0.999
+
+
+def test_nhwc_to_nchw_permute_stays_channels_last():
+    """ConvNeXt's permute(0, 3, 1, 2) after its block's linears: the NHWC values flattened to the channels-last
+    storage (one reshape, no permute); a convolution then reads it as it is, and a view of it converts once."""
+    torch.manual_seed(0)
+    lin, conv = torch.nn.Linear(16, 24).eval(), torch.nn.Conv2d(24, 8, 3, padding=1).eval()
+    x = torch.randn(2, 7, 9, 16)
+    with torch.no_grad():
+        ref = lin(x).permute(0, 3, 1, 2)
+        lin.to(DEV), conv.to(DEV)
+        y = lin(x.to(DEV))
+        ttnn_eager.reset_stats()
+        nchw = y.permute(0, 3, 1, 2)
+        assert dict(counters.ttnn_by_op) == {"reshape": 1} and _resident(nchw)
+        out = conv(nchw)
+        assert "permute" not in counters.ttnn_by_op, dict(counters.ttnn_by_op)
+        flat = nchw.flatten(2)
+        assert ttnn_eager.stats()["nchw_conversions"] == 1
+        assert pcc(flat.cpu(), ref.flatten(2)) >= 0.999 and pcc(nchw.cpu(), ref) >= 0.999
+        assert pcc(out.cpu(), conv.cpu()(ref)) >= 0.999

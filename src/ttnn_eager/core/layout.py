@@ -660,11 +660,33 @@ def to_nchw(h: api.Handle) -> api.Handle:
     return h
 
 
+# Sliding windows cut by slices -- the taps of depthwise and narrow grouped convolutions (lowerings/conv.py) --
+# are cut from a ROW_MAJOR image [B, H, W, C]: ttnn.pad pads the front of a ROW_MAJOR tensor in one op, where a
+# TILE one takes end padding only (TT_FATAL "front_padding_is_zero", measured on ttnn 0.81.1), so that zero
+# padding was four ttnn.full blocks and two concats; and ROW_MAJOR does not pad W to 32 (a 7x7 image's rows:
+# 4.6x in TILE). The stacked windows go back to TILE for the multiply as [kk, 1, B*OH*OW, C], the pixels as
+# rows (no OW padding either). Each change is one ttnn.to_layout of a new tensor -- a step of the lowering's
+# computation, like a permute, not a conversion of a stored tensor (layout_conversions does not count it).
+
+def windows_input(h: api.Handle) -> api.Handle:
+    """An image [B, H, W, C] whose windows are cut by slices, as a ROW_MAJOR tensor (see above; h keeps its
+    layout)."""
+    return h if h.layout == api.ROW_MAJOR else api.run("to_layout", h, api.ROW_MAJOR)
+
+
+def windows_output(h: api.Handle) -> api.Handle:
+    """The stacked windows as the TILE tensor the multiply by the kernel takes (see above)."""
+    return h if h.layout == api.TILE else api.run("to_layout", h, api.TILE)
+
+
 def keeps_channels_last(fn):
     """A pointwise lowering (unary, or binary of operands of one shape) that keeps the channels-last storage:
     when its handle operands are channels-last images of one shape (the others Python numbers), it computes on
-    their flat form and its result is channels-last too; when only some are, those are made NCHW first (one
-    permute each, to_nchw). Registered with a channels_last Need (TILE_CL, TILE_FLOAT_CL, PROMOTE_CL)."""
+    their flat form and its result is channels-last too. So it does when the other operands are per-channel
+    (_per_channel: [N or 1, C or 1, 1, 1], e.g. squeeze-excitation's scale, ConvNeXt's layer scale [C, 1, 1]):
+    they broadcast over the flat image's pixels as rows. When only some operands are channels-last otherwise,
+    those are made NCHW first (one permute each, to_nchw). Registered with a channels_last Need (TILE_CL,
+    TILE_FLOAT_CL, PROMOTE_CL)."""
     @functools.wraps(fn)
     def lower(*args, **kwargs):
         marked = [type(a) is api.Handle and a.tt is not None and len(a.shape) == 4 and is_channels_last(a)
@@ -672,27 +694,77 @@ def keeps_channels_last(fn):
         if not any(marked):
             return fn(*args, **kwargs)
         handles = [a for a in args if type(a) is api.Handle]
-        shape = args[marked.index(True)].shape
+        shape = max((a.shape for a, m in zip(args, marked) if m), key=lambda s: s.numel())
         if sum(marked) == len(handles) and all(a.shape == shape for a in handles):
             out = fn(*(flat(a) if m else a for a, m in zip(args, marked)), **kwargs)
             return channels_last(out, shape)
+        images = [m and a.shape == shape for a, m in zip(args, marked)]
+        if all(i or type(a) is not api.Handle or _per_channel(a, shape) for a, i in zip(args, images)):
+            return _broadcast_channels_last(fn, args, kwargs, images, shape)
         return fn(*(to_nchw(a) if m else a for a, m in zip(args, marked)), **kwargs)
     return lower
 
 
+def _per_channel(h: api.Handle, shape) -> bool:
+    """h broadcasts against an image of `shape` [N, C, H, W] with one value per image and channel (or fewer):
+    its shape, aligned right, is [N or 1, C or 1, 1, 1] (of at most 4 dimensions)."""
+    s = (1,) * (4 - len(h.shape)) + tuple(h.shape) if len(h.shape) <= 4 else None
+    return (s is not None and h.tt is not None and s[2] == s[3] == 1 and s[0] in (1, shape[0])
+            and s[1] in (1, shape[1]))
+
+
+def _broadcast_channels_last(fn, args, kwargs, images, shape):
+    """fn on channels-last images of `shape` and per-channel operands (_per_channel): the images flat, each other
+    operand as rows [1, C] over their pixels -- or, per image ([N, C, 1, 1] with N > 1), the images as [N, H*W, C]
+    and the operand as [N, 1, C] -- one reshape each (none for a channels-last [1, C, 1, 1]: its flat form is the
+    row); the result channels-last."""
+    n, c, height, width = shape
+    per_image = n > 1 and any(type(a) is api.Handle and not i and
+                              ((1,) * 4 + tuple(a.shape))[-4] == n for a, i in zip(args, images))
+
+    def operand(a, image):
+        if type(a) is not api.Handle:
+            return a
+        if image:
+            f = flat(a)
+            return api.run("reshape", f, (n, height * width, c)) if per_image else f
+        s = ((1,) * 4 + tuple(a.shape))[-4:]
+        value = flat(a) if len(a.shape) == 4 and is_channels_last(a) else a
+        target = (s[0], 1, s[1]) if per_image else (1, s[1])
+        if len(value.shape) == 4 and tuple(value.shape) == (1, 1, 1, s[1]) and not per_image:
+            return value
+        return api.run("reshape", value, target)
+    out = fn(*(operand(a, i) for a, i in zip(args, images)), **kwargs)
+    if per_image:
+        out = api.run("reshape", out, (1, 1, n * height * width, c))
+    return channels_last(out, shape)
+
+
+def from_nhwc(h: api.Handle) -> api.Handle:
+    """An NHWC image h [N, H, W, C] permuted to NCHW ([0, 3, 1, 2]: ConvNeXt after its block's linears) as a
+    channels-last handle -- its values as they are, flattened to [1, 1, N*H*W, C]: one reshape, where the
+    permute would be one op and the next convolution's or pointwise op's NHWC form another."""
+    n, height, width, c = h.shape
+    out = api.run("reshape", h, (1, 1, n * height * width, c))
+    return channels_last(out, (n, c, height, width))
+
+
 def ensure_promoted(handles: list) -> list:
     """PROMOTE: TILE, and one device dtype for all -- floating if any is floating, else int32 (uint32 when
-    all are uint32)."""
+    all are uint32). A channels-last image among them stays so (the dispatcher made NCHW those whose lowering
+    does not take channels-last images: PROMOTE_CL)."""
     first = handles[0].tt.dtype if handles[0].tt is not None else None
     if all(h.tt is not None and satisfies(h.tt, PROMOTE) and h.tt.dtype == first for h in handles):
         return handles  # the common case: nothing to do
-    handles = [ensure(h, TILE) for h in handles]
+    resident = [h.tt is not None and len(h.shape) == 4 and is_channels_last(h) for h in handles]
+    handles = [ensure(h, TILE_CL if r else TILE) for h, r in zip(handles, resident)]
     first = handles[0].tt.dtype
     if any(h.tt.dtype != first for h in handles[1:]):
         dtypes = [h.tt_dtype for h in handles]
         floats = [d for d in dtypes if is_float(d)]
         target = api.FLOAT32 if api.FLOAT32 in floats else (api.BFLOAT16 if floats else api.INT32)
-        handles = [_typecast(h, target) for h in handles]
+        handles = [channels_last(_typecast(h, target), h.shape) if r and h.tt_dtype != target else _typecast(h, target)
+                   for h, r in zip(handles, resident)]
     return handles
 
 
@@ -1015,13 +1087,13 @@ def pack_matrix(h: api.Handle) -> tuple:
     return form, not transposed
 
 
-def pack_row(h: api.Handle) -> api.Handle:
+def pack_row(h: api.Handle, dtype: torch.dtype | None = None) -> api.Handle:
     """A vector h [C] (a 1x1 convolution's bias) as the device row [1, C] a matmul adds: a row of a pack
     (packed); h is staged back on the host (api.release: the row replaces it on the device). During a graph
     capture a bias still on the device is read as it is (its value cannot be read back to the host then)."""
     if api.recording is not None and h.tt is not None:
         return ensure(h, TILE_FLOAT)
-    row = packed(h, ("row",), lambda v: v.reshape(1, -1))
+    row = packed(h, ("row",), lambda v: v.reshape(1, -1), dtype)
     if h.tt is not None:
         api.release(h)
     return row

@@ -91,7 +91,7 @@ from ..device import api
 from ._common import batch_chunks
 from .matmul import matmul_handles
 from .padding import constant_pad_nd
-from .views import cat, permute_handle, reshape, slice_handle
+from .views import cat, expand, permute_handle, reshape, slice_handle
 
 aten = torch.ops.aten
 
@@ -159,21 +159,23 @@ def _depthwise(x, weight, groups) -> bool:
     return groups > 1 and groups == x.shape[1] == weight.shape[0] and weight.shape[1] == 1
 
 
-def _taps(weight, groups: int, flipped: bool = False):
-    """A grouped kernel [O, c_g, kh, kw] (depthwise: [C, 1, kh, kw]) as the [kh*kw * c_g, O] tensor the tap
-    lowering multiplies by: its rows (tap, k), its columns (j, g) -- output channel g * o_g + j's k-th input
-    of its group at that tap -- kept as a block of a shared pack (layout.packed: made once from its staged host
-    value; only its columns are padded, and blocks of one width stack in one pack) and read back by one
-    slice. `flipped`: the kernel mirrored in both spatial dimensions (reversing its row-major taps), for
-    a transposed convolution."""
-    o, c_g = weight.shape[0], weight.shape[1]
-    kk = math.prod(weight.shape[2:])
+def _tap_block(value: torch.Tensor, groups: int, flipped: bool = False) -> torch.Tensor:
+    """A grouped kernel's host value [O, c_g, kh, kw] (depthwise: [C, 1, kh, kw]) as the [kh*kw * c_g, O] block
+    the tap lowering multiplies by: its rows (tap, k), its columns the output channels in PyTorch's order --
+    row (tap, k) of column g * o_g + j is output channel (g, j)'s weight for its group's k-th input at that tap.
+    `flipped`: the kernel mirrored in both spatial dimensions (its row-major taps reversed), for a transposed
+    convolution."""
+    o, c_g = value.shape[0], value.shape[1]
+    value = value.reshape(o, c_g, -1)
+    value = value.flip(2) if flipped else value
+    return value.permute(2, 1, 0).reshape(-1, o)
 
-    def block(value):  # [O, c_g, kh, kw] -> rows (tap, k), columns (j, g)
-        value = value.reshape(groups, o // groups, c_g, kk)
-        value = value.flip(3) if flipped else value
-        return value.permute(3, 2, 1, 0).reshape(kk * c_g, o)
-    return policy.packed(weight, ("taps", groups, flipped), block, _pack_dtype(weight))
+
+def _taps(weight, groups: int, flipped: bool = False):
+    """The tap kernel block (_tap_block) as a device tensor [kk * c_g, O]: a block of a shared pack
+    (layout.packed: made once from its staged host value; only its columns are padded, and blocks of one width
+    stack in one pack), read back by one slice."""
+    return policy.packed(weight, ("taps", flipped), lambda v: _tap_block(v, groups, flipped), _pack_dtype(weight))
 
 
 def _pack_dtype(h) -> torch.dtype:
@@ -182,48 +184,66 @@ def _pack_dtype(h) -> torch.dtype:
     return h.dtype if h.dtype.is_floating_point else torch.bfloat16
 
 
-def _conv_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int, flipped=False, groups=None):
+def _tap_input(x, groups: int, o_g: int):
+    """x [N, C, H, W] as the ROW_MAJOR image [c_g * N, H, W, O] the taps cut their windows from
+    (layout.windows_input): row block k holds, in column g * o_g + j, input channel g * c_g + k (the k-th input
+    of output channel (g, j)'s group). Depthwise (c_g = o_g = 1), that is x channels-last: a channels-last x
+    (layout.py) is a reshape of its stored form, an NCHW one one permute. Grouped, the pixels' channels
+    [N*H*W, G, c_g] are permuted to [c_g, N*H*W, G] and each group's column expanded o_g times."""
+    n, c, h, w = x.shape
+    c_g = c // groups
+    if _resident(x):
+        pixels = policy.windows_input(policy.flat(x))  # [1, 1, N*H*W, C] in (g, k) order
+    elif c_g == 1:
+        pixels = policy.windows_input(permute_handle(x, (0, 2, 3, 1)))
+    else:  # [N, G, c_g, H, W] -> [c_g, N, H, W, G]
+        grouped = permute_handle(reshape(x, (n, groups, c_g, h, w)), (2, 0, 3, 4, 1))
+        pixels = policy.windows_input(reshape(grouped, (c_g, n * h * w, groups)))
+    if c_g > 1 and _resident(x):
+        pixels = permute_handle(reshape(pixels, (n * h * w, groups, c_g)), (2, 0, 1))
+    if o_g > 1:  # [c_g * N*H*W, G, 1] -> [.., G, o_g]
+        pixels = expand(reshape(pixels, (c_g * n * h * w, groups, 1)), (c_g * n * h * w, groups, o_g))
+    return reshape(pixels, (c_g * n, h, w, groups * o_g))
+
+
+def _stacked_windows(x, kernel, stride, padding, dilation, oh: int, ow: int):
+    """The kh * kw windows of a ROW_MAJOR image x [B, H, W, C] zero-padded by `padding` (one ttnn.pad: ROW_MAJOR
+    pads the front), stacked [kh*kw * B, OH, OW, C] in (tap, b) order, the taps row-major: the kw column windows
+    are cut first (strided slices along W, concatenated along B), then the kh row windows of that (along H):
+    kh + kw slices for kh * kw windows."""
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, padding
+    if ph or pw:
+        x = api.run("pad", x, [(0, 0), (ph, ph), (pw, pw), (0, 0)], 0.0)
+    cols = [slice_handle(x, 2, j * dw, j * dw + (ow - 1) * sw + 1, sw) for j in range(kw)]
+    x = cat(cols, 0) if kw > 1 else cols[0]
+    rows = [slice_handle(x, 1, i * dh, i * dh + (oh - 1) * sh + 1, sh) for i in range(kh)]
+    return cat(rows, 0) if kh > 1 else rows[0]
+
+
+def _conv_taps(x, weight, bias, kernel, stride, padding, dilation, oh: int, ow: int, flipped=False, groups=None,
+               folded=None, activation=None):
     """A depthwise or grouped convolution of x [N, C, H, W] as the sum over its kernel's taps and over each
     group's c_g input channels k of the weight times the window of the zero-padded input that tap sees (see
-    the module docstring); NCHW in and out (`flipped`: the kernel mirrored, for a transposed convolution).
-    The windows are taken of the input as [c_g * N, H, W, O]: for each k, input channel g * c_g + k in
-    column (j, g) for every j < o_g (a permute, and o_g copies concatenated), so that one multiply by the
-    [kk * c_g, 1, 1, O] taps and one sum make every output channel; the output's channels come out in (j, g)
-    order and are put back by the final permute."""
+    the module docstring); the result channels-last (layout.py). `flipped`: the kernel mirrored, for a
+    transposed convolution. The windows are cut from the input laid out [c_g * N, H, W, O] (_tap_input) and
+    stacked [kk * c_g, 1, N*OH*OW, O] (_stacked_windows), so that one multiply by the [kk * c_g, 1, 1, O] taps
+    and one sum over the first dimension make every output channel, in PyTorch's order. `folded`: the (taps,
+    bias row) to use instead of the weight's and bias's (an eval batch norm folded in: conv_bn_act), and
+    `activation` (relu, relu6, silu) applied by the add of that bias row (ttnn.add's activations=)."""
     n, c, h, w = x.shape
     groups = groups or c
     o = weight.shape[0]
-    c_g, o_g = c // groups, o // groups
-    kh, kw = kernel
-    depthwise = c_g == 1 and o // groups == 1
-    if depthwise and _resident(x):  # channels-last already (layout.py): a reshape, no permute
-        nhwc = reshape(policy.flat(x), (n, h, w, c))
-    elif c_g == 1:
-        nhwc = permute_handle(x, (0, 2, 3, 1))
-    else:  # [N, G, c_g, H, W] -> [c_g, N, H, W, G]
-        nhwc = reshape(permute_handle(reshape(x, (n, groups, c_g, h, w)), (2, 0, 3, 4, 1)), (c_g * n, h, w, groups))
-    if o_g > 1:
-        nhwc = cat([nhwc] * o_g, 3)
-    ph, pw = padding
-    if ph or pw:
-        nhwc = constant_pad_nd(nhwc, (0, 0, pw, pw, ph, ph))
-    parts = [reshape(t, (1, c_g * n * oh, ow, o)) for t in windows(nhwc, kernel, stride, dilation, oh, ow, (1, 2))]
-    kk = kh * kw
-    stacked = cat(parts, 0) if kk > 1 else parts[0]
-    if c_g > 1:
-        stacked = reshape(stacked, (kk * c_g, n * oh, ow, o))
-    taps = reshape(_taps(weight, groups, flipped), (kk * c_g, 1, 1, o))
-    out = api.run("mul", stacked, taps)
+    c_g = c // groups
+    kk = math.prod(kernel)
+    windows_ = _stacked_windows(_tap_input(x, groups, o // groups), kernel, stride, padding, dilation, oh, ow)
+    stacked = policy.windows_output(reshape(windows_, (kk * c_g, 1, n * oh * ow, o)))
+    taps, row = folded or (_taps(weight, groups, flipped), None if bias is None else _bias_row(bias))
+    out = api.run("mul", stacked, reshape(taps, (kk * c_g, 1, 1, o)))
     if kk * c_g > 1:
         out = api.run("sum", out, dim=0, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
-    if bias is not None:
-        out = api.run("add", out, _row(bias, groups))
-    if depthwise:  # the result stays channels-last (layout.py)
-        return policy.channels_last(reshape(out, (1, 1, n * oh * ow, o)), (n, o, oh, ow))
-    if o_g == 1:  # (j, g) order is (g, j) order
-        return permute_handle(reshape(out, (n, oh, ow, o)), (0, 3, 1, 2))
-    out = permute_handle(reshape(out, (n, oh, ow, o_g, groups)), (0, 4, 3, 1, 2))
-    return reshape(out, (n, o, oh, ow))
+    if row is not None:
+        out = api.run("add", out, row, **({} if activation is None else {"activations": [_unary(activation, True)]}))
+    return policy.channels_last(out, (n, o, oh, ow))
 
 
 def _depthwise_transposed(x, weight, bias, kernel, stride, padding, dilation, output_padding, oh, ow):
@@ -236,14 +256,13 @@ def _depthwise_transposed(x, weight, bias, kernel, stride, padding, dilation, ou
 def _pointwise_matmul(x, weight, bias):
     """A 1x1 convolution (stride 1, no padding, one group) of x [N, C, H, W] as the matmul of its pixels
     [N*H*W, C] by its kernel [O, C] plus its bias, both read from packs (layout.pack_matrix, pack_row: see the
-    module docstring); NCHW in and out (a 1x1 image, squeeze-excitation's, needs no permute)."""
+    module docstring); the pixels [1, 1, N*H*W, C] channels-last (layout.nhwc: as they are stored, or a 1x1 image --
+    squeeze-excitation's -- reshaped), and so is the result (layout.py)."""
     n, c, h, w = x.shape
     o = weight.shape[0]
     kernel, transpose_b = policy.pack_matrix(weight)
     row = None if bias is None else policy.pack_row(bias)
-    if h * w > 1:  # the pixels [1, 1, N*H*W, C] channels-last; so is the result (layout.py)
-        return policy.channels_last(matmul_handles(policy.nhwc(x), kernel, transpose_b, row), (n, o, h, w))
-    return reshape(matmul_handles(reshape(x, (n, c)), kernel, transpose_b, row), (n, o, 1, 1))
+    return policy.channels_last(matmul_handles(policy.nhwc(x), kernel, transpose_b, row), (n, o, h, w))
 
 
 def _one_d(out, n: int, o: int, length: int):
@@ -310,25 +329,21 @@ def _spread(x, stride, kernel, padding, dilation, output_padding):
     return constant_pad_nd(x, (left, right, top, bottom)) if top or bottom or left or right else x
 
 
-def _row(bias, groups: int = 1):
-    """A depthwise or grouped convolution's bias [O] as the [1, O] row added to its NHWC result, its channels
-    in (j, g) order (_conv_taps): _bias_column's, transposed."""
-    return permute_handle(_bias_column(bias, groups), (1, 0))
+def _bias_row(bias):
+    """A depthwise or grouped convolution's bias [O] as the row [1, O] added to its channels-last result: a row
+    of a pack (layout.pack_row: made once from its host value; the original staged back on the host)."""
+    return policy.pack_row(bias, _pack_dtype(bias))
 
 
-def _bias_column(bias, groups: int = 1):
-    """A convolution's bias [O] as a device column [O, 1], its channels in (j, g) order for `groups` > 1 (1:
-    PyTorch's order): kept as a column of a shared pack (layout.packed: made once from its host value, and the
-    original staged back on the host: api.release), read back by a slice. During a graph capture (its value
-    cannot be read back to the host then) the bias as it is on the device, reordered there."""
+def _bias_column(bias):
+    """A convolution's bias [O] as a device column [O, 1]: kept as a column of a shared pack (layout.packed:
+    made once from its host value, and the original staged back on the host: api.release), read back by a
+    slice. During a graph capture (its value cannot be read back to the host then) the bias as it is on the
+    device."""
     o = bias.shape[0]
-    if api.recording is not None:
-        column = policy.ensure(bias, TILE_FLOAT)
-        if 1 < groups < o:
-            column = permute_handle(reshape(column, (groups, o // groups)), (1, 0))
-        return reshape(column, (o, 1))
-    column = policy.packed(bias, ("depthwise_bias", groups), lambda v: v.reshape(groups, -1).t().reshape(o, 1),
-                           _pack_dtype(bias))
+    if api.recording is not None and bias.tt is not None:
+        return reshape(policy.ensure(bias, TILE_FLOAT), (o, 1))
+    column = policy.packed(bias, ("column",), lambda v: v.reshape(o, 1), _pack_dtype(bias))
     if bias.tt is not None:
         api.release(bias)
     return column
@@ -341,11 +356,11 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
 
 
 @lowering(aten.convolution.default, ttnn=["permute", "reshape", "conv2d", "conv_transpose2d", "full", "slice", "concat",
-                                         "mul", "sum", "add", "linear", "matmul"],
+                                         "mul", "sum", "add", "linear", "matmul", "pad", "to_layout", "expand"],
           needs={"input": TILE_FLOAT_CL, "weight": STAGED, "bias": STAGED},
           notes="conv1d/conv2d and their transposes (NCHW in and out; NHWC on the device); weights prepared "
                 "once per input size; depthwise and narrow grouped ones (groups of fewer than 32 channels) as a "
-                "sum of shifted windows times a packed kernel (full, slice, concat, mul, sum); small 1x1 ones as "
+                "sum of shifted windows times a packed kernel (ROW_MAJOR pad, kh + kw slices, concat, mul, sum); small 1x1 ones as "
                 "a linear of a packed kernel and bias; grouped 1x1 ones of 32-channel groups as a batched matmul; "
                 "other groups as TT-NN conv2d's groups= in chunks; "
                 "transposed ones with groups or dilation as the convolution of the mirrored kernel over the "
@@ -513,19 +528,18 @@ def _row_slices(oh: int, kw: int, c_g: int, ow: int, tt_dtype) -> dict:
 def _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups) -> bool:
     """Whether the route this convolution takes reads a channels-last input as it is: TT-NN conv2d's own
     (conv2d of one group or in chunks of groups, conv_transpose2d without groups or dilation: layout.nhwc) and
-    the pointwise matmul of packed kernels; not the taps (depthwise, narrow groups), the grouped pointwise
-    matmul (NCHW), the spread transposed convolutions nor conv1d."""
+    the pointwise matmul of packed kernels, and the taps (depthwise, narrow groups: _tap_input) of a batch
+    whose windows are made at once; not the grouped pointwise matmul (NCHW), the spread transposed
+    convolutions nor conv1d."""
     if len(weight.shape) != 4:
         return False
     if transposed:
         return groups == 1 and all(d == 1 for d in _pair(dilation, 2))
     kernel = tuple(weight.shape[2:])
     c = x.shape[1]
-    if groups > 1 and _depthwise(x, weight, groups):  # taps: one reshape in, one out (below: many images aside)
-        per_image = math.prod(kernel) * x.shape[2] * x.shape[3] * weight.shape[0]
-        return x.shape[0] <= max(1, TAPS_WINDOWS // per_image)
-    if groups > 1 and _grouped_taps(c // groups, math.prod(kernel)):
-        return False
+    if groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, math.prod(kernel))):
+        per_image = math.prod(kernel) * (c // groups) * x.shape[2] * x.shape[3] * weight.shape[0]
+        return x.shape[0] <= max(1, TAPS_WINDOWS // per_image)  # taps (many images: sliced NCHW)
     if groups > 1 and _pointwise(kernel, _pair(stride, 2), _pair(padding, 2)) and (c // groups) % 32 == 0 \
             and weight.host is not None:
         return False
@@ -705,6 +719,36 @@ def _activate(out, activation):
     return api.run(op, out, **kwargs)
 
 
+def _bn_fold(bias, parts, eps):
+    """(scale, shift) per output channel of a convolution (bias `bias`) followed by the eval batch norm `parts` =
+    (weight, bias, mean, var): conv(x, w * scale) + shift is the pair's result. Host float32, from the values."""
+    bn_w, bn_b, mean, var = (None if p is None else api.host_value(p).float().reshape(-1) for p in parts)
+    scale = torch.rsqrt(var + float(eps)) * (bn_w if bn_w is not None else 1.0)
+    b = api.host_value(bias).float().reshape(-1) if bias is not None else torch.zeros_like(mean)
+    return scale, (b - mean) * scale + (bn_b if bn_b is not None else 0.0)
+
+
+def _folded_taps(weight, bias, parts, eps, groups: int):
+    """A tap convolution's kernel block and bias row (_conv_taps' `folded`) with the eval batch norm `parts`
+    folded in (the kernel's output columns times the scale, the shift as the bias), each a block of a pack read
+    back by one slice (made during a graph capture: alone in TILE), made once per parameter versions."""
+    versions = tuple(None if p is None else p.version for p in (bias, *parts))
+    dtype = _pack_dtype(weight)
+
+    def make(h):
+        scale, shift = _bn_fold(bias, parts, eps)
+        block = _tap_block(api.host_value(h).float() * scale.reshape(-1, 1, 1, 1), groups)
+        if api.recording is not None:
+            store = policy.parameter_storage(dtype)
+            return (api.upload(block.contiguous(), store, api.TILE, h.index, dtype=dtype),
+                    api.upload(shift.reshape(1, -1), store, api.TILE, h.index, dtype=dtype), versions)
+        return (policy.pack(block, h.index, dtype), policy.pack(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH),
+                versions)
+
+    taps, row, _ = policy.prepared(weight, ("taps_bn", groups, float(eps)), make, stale=lambda f: f[2] != versions)
+    return tuple(f if type(f) is api.Handle else policy.unpack(f) for f in (taps, row))
+
+
 def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
     """conv2d's prepared weight and bias with the eval batch norm `parts` = (weight, bias, mean, var) folded in,
     made once per (spec, parameter versions); the values read on the host in float32."""
@@ -716,10 +760,7 @@ def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
                   device=api.device(weight.index), input_dtype=input_dtype, conv_config=config)
 
     def make(h):
-        bn_w, bn_b, mean, var = (None if p is None else api.host_value(p).float().reshape(-1) for p in parts)
-        scale = torch.rsqrt(var + float(eps)) * (bn_w if bn_w is not None else 1.0)
-        b = api.host_value(bias).float().reshape(-1) if bias is not None else torch.zeros_like(mean)
-        shift = (b - mean) * scale + (bn_b if bn_b is not None else 0.0)
+        scale, shift = _bn_fold(bias, parts, eps)
         pw = api.prepare("prepare_conv_weights", "weight_tensor", h, tuple(h.shape),
                          transform=lambda w: w.float() * scale.reshape(-1, 1, 1, 1), weights_format="OIHW",
                          has_bias=True, **common)
@@ -731,10 +772,12 @@ def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
     return pw, pb, config
 
 
-@lowering(torch.ops.ttnn_eager.conv_bn_act.default, ttnn=["conv2d"],
+@lowering(torch.ops.ttnn_eager.conv_bn_act.default, ttnn=["conv2d", "to_layout", "reshape", "permute", "expand", "pad",
+                                                          "slice", "concat", "mul", "sum", "add"],
           needs={"input": TILE_FLOAT_CL, "*": STAGED},
           notes="compile only (features/compile/vision.py): eval batch norm folded into the prepared weight and "
-                "bias, relu/relu6/silu as conv2d's activation; other routes unfused")
+                "bias, relu/relu6/silu as conv2d's activation; depthwise and narrow grouped taps with the norm "
+                "folded into their packed kernel and bias row; other routes unfused")
 def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
                 running_var, eps, activation):
     if activation not in ACTIVATIONS:
@@ -745,6 +788,11 @@ def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, b
     o, (kh, kw) = weight.shape[0], tuple(weight.shape[2:])
     oh, ow = (_out_size(size, k, s, p, d, 0, False) for size, k, s, p, d in
               zip((h, w), (kh, kw), stride, padding, dilation))
+    if (len(weight.shape) == 4 and groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw))
+            and _takes_channels_last(x, weight, stride, padding, dilation, False, groups)):  # taps, one batch
+        folded = _folded_taps(weight, bias, parts, eps, groups)
+        return _conv_taps(x, weight, None, (kh, kw), stride, padding, dilation, oh, ow, groups=groups, folded=folded,
+                          activation=activation)
     if (len(weight.shape) != 4 or groups != 1
             or (ow < MIN_OUTPUT_WIDTH and not _pointwise((kh, kw), stride, padding))
             or len(_batches(n, c, o, (kh, kw), stride, padding, dilation, x.tt_dtype)) > 1):

@@ -9,7 +9,7 @@ import torch
 
 from ..core import capture
 from ..core import layout as policy
-from ..core.layout import PROMOTE, TILE, TILE_FLOAT
+from ..core.layout import PROMOTE, TILE, TILE_FLOAT, TILE_FLOAT_CL
 from ..core.registry import Unfit, lowering
 from ..device import api
 from ._common import EXACT_FLOAT32, dim
@@ -145,9 +145,29 @@ def _exact_integer_sum(x, d) -> None:
                     f"float32: exact below 2**24)")
 
 
-@lowering(aten.mean.default, aten.mean.dim, ttnn=["mean"], needs=TILE_FLOAT)
+@lowering(aten.mean.default, aten.mean.dim, ttnn=["mean", "reshape"], needs=TILE_FLOAT_CL,
+          notes="over H and W of a channels-last image (squeeze-excitation, a classifier's pooling): the mean of "
+                "its flat pixels, the result channels-last")
 def mean(x, d=None, keepdim=False, *, dtype=None):
+    if len(x.shape) == 4 and x.tt is not None and policy.is_channels_last(x):
+        if sorted(_dims(x, d) or []) == [2, 3] and dtype in (None, x.dtype):
+            return _spatial_mean(x, keepdim)
+        policy.to_nchw(x)  # (other dimensions: reduced in NCHW)
     return _reduce("mean", x, d, keepdim, dtype or x.dtype)
+
+
+def _spatial_mean(x, keepdim: bool):
+    """The mean over H and W of a channels-last image x [N, C, H, W] (layout.py: stored [1, 1, N*H*W, C]): over
+    the pixels of each image -- [1, N, H*W, C] (a reshape when N > 1) reduced along its rows, [1, N, 1, C] -- kept
+    channels-last ([N, C, 1, 1] stored [1, 1, N, C]) or, without keepdim, [N, C]."""
+    n, c, h, w = x.shape
+    pixels = policy.flat(x)
+    if n > 1:
+        pixels = reshape(pixels, (1, n, h * w, c))
+    out = api.run("mean", pixels, dim=2, keepdim=True, compute_kernel_config=policy.compute_config("reduce", x.index))
+    if not keepdim:
+        return reshape(out, (n, c))
+    return policy.channels_last(out if n == 1 else reshape(out, (1, 1, n, c)), (n, c, 1, 1))
 
 
 @lowering(aten.amax.default, ttnn=["max"], needs=TILE)

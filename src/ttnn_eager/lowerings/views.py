@@ -207,8 +207,13 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
 
 
 @lowering(aten.permute.default, ttnn=["permute", "reshape"], needs=ANY_CL,
-          notes="NCHW -> NHWC of a channels-last image: a reshape of its stored form")
+          notes="NCHW -> NHWC of a channels-last image, and NHWC -> NCHW of a floating TILE image (kept "
+                "channels-last): a reshape of its stored form")
 def permute(x, dims):
+    if (len(x.shape) == 4 and [dim(d, 4) for d in dims] == [0, 3, 1, 2] and x.tt is not None and x.shape.numel()
+            and x.layout == api.TILE and x.dtype.is_floating_point and not policy.is_channels_last(x)):
+        return policy.from_nhwc(x)  # NHWC -> NCHW: kept channels-last (layout.py; the aten op only: a lowering's
+        # own permute_handle gets a plain NCHW tensor)
     return permute_handle(x, dims)
 
 
