@@ -25,8 +25,9 @@ interrupted sweep resumes where it stopped.
 
 The package's modules, by what they do: shrinking (the sizes, `shrink`), configs (a type's config and its
 repairs), inputs (inputs per modality), building (entries, `build`), outputs (comparing outputs, the failure
-classes), compiled (`--compile`), run (`run_one`, `compare`), worker (the subprocess driver, the JSON), notes
-and report (docs/zoo.md). Every name is re-exported here: `from ttnn_eager.tools import zoo; zoo.build(...)`.
+classes), compiled (`--compile` and its section of docs/zoo.md), run (`run_one`, `compare`), worker (the subprocess
+driver), results (the JSON), notes and report (docs/zoo.md). Every name is re-exported here:
+`from ttnn_eager.tools import zoo; zoo.build(...)`.
 """
 from .shrinking import (  # noqa: F401
     _consistent, _consistent_moe, _dicts, _each_config, _EXPERTS, _FFN, _first_layers, _H, _HEAD_DIM, _HEADS,
@@ -42,15 +43,17 @@ from .building import (  # noqa: F401
     _build_file, _build_torchvision, _build_transformers, _construct, _sub_config, _tuple_outputs, _vision_kind,
     build, entries, MISSING, VISION_KINDS)
 from .outputs import (  # noqa: F401
-    _pearson, _to, _valid, CLASSES, classify, compare_outputs, leaves, PEARSON_MIN)
+    _fmt_p, _pearson, _to, _valid, CLASSES, classify, compare_outputs, leaves, PEARSON_MIN)
 from .compiled import (  # noqa: F401
-    compare_compiled, COMPILED_CALLS)
+    compare_compiled, COMPILED_CALLS, compiled_md, compiled_summary)
 from .run import (  # noqa: F401
     _bfloat16, _error_text, _nms_in_float32, _uncache, _unset, compare, cpu_bfloat16, explain_accuracy, run_one)
+from .results import (  # noqa: F401
+    DOCS, load, save, SRC)
 from .worker import (  # noqa: F401
-    _commit, load, save, STARTUP_TIMEOUT, sweep, Worker, worker_main)
+    _commit, STARTUP_TIMEOUT, sweep, Worker, worker_main)
 from .notes import (  # noqa: F401
     NOTES)
 from .report import (  # noqa: F401
-    _fmt_p, _section, BFLOAT16_CPU_JSON, bfloat16_cpu_md, COMPILE_JSON, COMPILE_VISION_JSON, DOCS, fallback_table,
+    _section, BFLOAT16_CPU_JSON, bfloat16_cpu_md, COMPILE_JSON, COMPILE_VISION_JSON, fallback_table,
     JSON, totals, VISION_JSON, write_doc, zoo_md)

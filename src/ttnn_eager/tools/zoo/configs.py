@@ -7,7 +7,8 @@ import functools
 import inspect
 import re
 
-from .shrinking import SHRINK, _EXPERTS, _FFN, _H, _HEADS, _HEAD_DIM, _KV, _LAYERS, _LORA, _PER_TOKEN, _dicts, _each_config, _is_int, _split, _tied, shrink
+from .shrinking import (SHRINK, _EXPERTS, _FFN, _H, _HEADS, _HEAD_DIM, _KV, _LAYERS, _LORA, _PER_TOKEN, _dicts,
+                        _each_config, _is_int, _split, _tied, shrink)
 
 
 def _derived(d: dict, cfg_class) -> dict:

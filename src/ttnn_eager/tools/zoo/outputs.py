@@ -49,6 +49,10 @@ def _pearson(o: torch.Tensor, r: torch.Tensor) -> float:
     return pcc(o, r)
 
 
+def _fmt_p(p) -> str:
+    return "-" if p is None else f"{p:.5f}"
+
+
 def compare_outputs(out, ref, mask=None) -> dict:
     """Every output tensor of `out` (on any device) against `ref` (CPU): shapes, dtypes, Pearson (the
     lowest over float outputs; an empty output of the CPU's shape is equal to it: 1.0), max absolute error,

@@ -15,6 +15,7 @@ import time
 import torch
 
 from .outputs import classify
+from .results import SRC, load, save
 from .run import run_one
 from .shrinking import BATCH, MASKED, SEQ, SHRINK
 
@@ -29,8 +30,7 @@ class Worker:
     def __init__(self, nice: int = 0, bfloat16_cpu: bool = False, compiled: bool = False):
         self.log = tempfile.NamedTemporaryFile("w+b", prefix="zoo-worker-", suffix=".log", delete=False)
         env = dict(os.environ)
-        src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
         cmd = [sys.executable, "-m", "ttnn_eager.tools.zoo", "--worker"] + (["--bfloat16-cpu"] if bfloat16_cpu else []) \
             + (["--compile"] if compiled else [])
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -120,21 +120,6 @@ def _commit() -> str:
                               timeout=10).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-
-
-def load(path: str) -> dict:
-    if path and os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    return {"meta": {}, "results": {}}
-
-
-def save(data: dict, path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def sweep(names, path: str | None = None, timeout: float = 180.0, redo: bool = False, recycle: int = 20,
