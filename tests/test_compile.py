@@ -130,6 +130,72 @@ def test_a_graph_break_runs_eagerly_in_between():
         torch.compile(f, backend="ttnn", fullgraph=True)(x.to(DEV))
 
 
+class _ItemBreak(torch.nn.Module):
+    """A data-dependent .item() between two linears (transformers' checks, siglip2's resize, a length)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        if h.sum().item() > 0:  # a graph break: .item() runs eagerly, through this package's kernel
+            h = h * 2
+        return self.b(h)
+
+
+def test_dynamo_does_not_trace_the_backends_own_code_in_a_graph_break():
+    """The eager code of a graph break runs the backend's Python (the .item() kernel, the device layer); Dynamo's
+    frame hook tried to trace it as the model's code (video_llama_3_vision compiled: 77 graph breaks and 635 TT-NN
+    ops against eager's 398; with the package skipped, 15 breaks and 392 ops). Only the model's own break is
+    counted, two graphs, and compiled is not more TT-NN ops than eager."""
+    from torch._dynamo import trace_rules
+    from torch._dynamo.utils import counters
+    import ttnn_eager.lowerings.factory as factory
+    torch.manual_seed(0)
+    model, x = _ItemBreak().eval(), torch.randn(4, 32)
+    with torch.no_grad():
+        ref = model(x)
+        model.to(DEV)
+        ttnn_eager.reset_stats()
+        eager = model(x.to(DEV))
+        eager_ops = ttnn_eager.stats()["ttnn_ops"]
+        counters.clear()
+        fast = torch.compile(model, backend="ttnn")
+        for _ in range(3):
+            ttnn_eager.reset_stats()
+            got = fast(x.to(DEV))
+    assert trace_rules.check_file(factory.__file__).skipped
+    assert sum(counters["graph_break"].values()) == 1, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 2
+    assert ttnn_eager.stats()["ttnn_ops"] <= eager_ops
+    assert pcc(got.cpu(), ref) >= 0.999 and pcc(eager.cpu(), ref) >= 0.999
+
+
+def test_a_slice_scatter_of_an_empty_slice_is_captured_and_replayed():
+    """Qwen3.5's interleaved mrope writes the slices [1:33:3] and [2:30:3] of its frequencies; a shrunk head
+    leaves the second empty. An op with an empty argument ran on the CPU (the whole base read and uploaded
+    again), which a graph capture refuses: its compiled forward ran eagerly at every call. slice_scatter of
+    nothing is its base: no read, the graph replayed, eager mode without a device-to-host transfer."""
+    def f(x, v, e):
+        y = torch.slice_scatter(x * 2, v, 2, 1, 33, 3)
+        return torch.slice_scatter(y, e, 2, 2, 2, 3) + 1  # (an empty slice)
+    torch.manual_seed(0)
+    x, v, e = torch.randn(3, 4, 32), torch.randn(3, 4, 11), torch.randn(3, 4, 0)
+    d = [t.to(DEV) for t in (x, v, e)]
+    ttnn_eager.reset_stats()
+    eager = f(*d)
+    assert ttnn_eager.stats()["device_to_host"] == 0
+    g = torch.compile(f, backend="ttnn")
+    for _ in range(3):
+        ttnn_eager.reset_stats()
+        got = g(*d)
+    stats = ttnn_eager.stats()
+    assert stats["graph_replays"] == 1 and stats["compiled_eager_calls"] == 0, stats
+    ref = f(x, v, e)
+    assert torch.equal(eager.cpu(), got.cpu()) and (got.cpu() - ref).abs().max() <= 0.05
+
+
 def test_an_unlowered_op_in_a_graph_is_the_counted_fallback_and_the_graph_stays_eager():
     x = torch.randn(16, 16)
     f = torch.compile(lambda t: torch.special.bessel_j0(t) + 1, backend="ttnn", fullgraph=True)

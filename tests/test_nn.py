@@ -699,6 +699,24 @@ def test_convolutions_with_outputs_one_or_two_columns_wide_run_widened(shape, we
     assert out.shape == ref.shape and pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
 
 
+@pytest.mark.parametrize("shape, weight, kw", [
+    ((2, 128, 2304), (256, 128, 1), {}),                            # pocket_tts' decoder: a 1x1 kernel, a matmul
+    ((2, 128, 2304), (64, 128, 3), dict(padding=1)),                # a sliding window of the same long input
+])
+def test_long_conv1d_inputs_whose_one_high_image_would_pad_to_tiles(shape, weight, kw):
+    """A conv1d's [N, C, L] is the image [N, C, 1, L]; for a long L that reshape's tile padding (32x) is 16 MiB
+    or more, and the reshape comes back ROW_MAJOR (layout.permute_layout); the 1x1 kernel's matmul then stopped
+    in TT_FATAL "Inputs to matmul must be tilized" (pocket_tts_audio_tokenizer_decoder, xcodec2 in the zoo).
+    Strict mode, against float32 on the CPU."""
+    torch.manual_seed(0)
+    conv, x = torch.nn.Conv1d(shape[1], weight[0], weight[2], **kw).eval(), torch.randn(shape)
+    with torch.no_grad():
+        ref = conv(x)
+        with ttnn_eager.strict():  # (the module's weight: staged, as a model's)
+            out = conv.to(DEV)(x.to(DEV)).cpu()
+    assert out.shape == ref.shape and pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
+
+
 def test_pools_of_many_small_images_run_in_batch_chunks():
     """TT-NN's pools never slice the batch: 2048 windows of 4x4 x 256 channels (Hiera's query pooling in SAM2)
     stopped in TT_FATAL "DRAM Auto slice could not find valid slice configuration". Pooled in chunks of whole

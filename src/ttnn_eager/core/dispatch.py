@@ -544,10 +544,13 @@ def _has_empty(args) -> bool:
 
 
 # lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype;
-# _fft_r2c refuses them (the CPU fallback: PyTorch's CPU kernel raises for an empty batch, its meta kernel not)
+# _fft_r2c refuses them (the CPU fallback: PyTorch's CPU kernel raises for an empty batch, its meta kernel not);
+# slice_scatter of an empty slice is its base (computed on the CPU it was a read of the whole base and an upload,
+# which a graph capture refuses: Qwen3.5's interleaved mrope writes slices [2:30:3] that a shrunk head leaves
+# empty, and its compiled forward ran eagerly at every call)
 _TAKES_EMPTY = (aten.cat.default, aten.new_empty.default, aten.new_empty_strided.default, aten.new_zeros.default,
                 aten.new_ones.default, aten.new_full.default, aten.empty_like.default, aten.zeros_like.default,
-                aten.ones_like.default, aten.full_like.default, aten._fft_r2c.default)
+                aten.ones_like.default, aten.full_like.default, aten._fft_r2c.default, aten.slice_scatter.default)
 # lowered ops whose meta kernels skip PyTorch's argument checks (grid_sampler_2d: "expected input to have
 # non-empty spatial dimensions"): with a zero-size argument they run on the CPU, where the check is
 _CHECKED_ON_CPU = (aten.grid_sampler_2d.default,)

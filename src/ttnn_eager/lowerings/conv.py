@@ -372,8 +372,10 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     one_d = len(weight.shape) == 3
     if _resident(x) and not _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups):
         policy.to_nchw(x)  # (the routes below that permute NCHW themselves)
-    if one_d:  # conv1d: [N, C, L] as [N, C, 1, L]
-        x = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+    if one_d:  # conv1d: [N, C, L] as [N, C, 1, L], TILE as the need asked (a reshape to a 1-high image whose
+        # tile padding costs 16 MiB or more comes back ROW_MAJOR -- layout.permute_layout -- and the matmul of a 1x1
+        # kernel then stopped in TT_FATAL "Inputs to matmul must be tilized": pocket_tts' and xcodec2's decoders)
+        x = policy.relayout(reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2])), api.TILE)
         stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
         output_padding = (0, *output_padding)
     stride, padding, dilation = _pair(stride, 2), _pair(padding, 2), _pair(dilation, 2)

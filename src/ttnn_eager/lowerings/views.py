@@ -563,7 +563,7 @@ def slice_scatter_handle(base: api.Handle, value: api.Handle, d: int, start=None
     if list(value.shape) != expected:
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
                            f"{list(value.shape)}, slice size = {expected}")
-    if length == 0:
+    if length == 0 or not base.shape.numel():  # (nothing written: the base, empty or not)
         return base
     base, value = policy.for_write(policy.materialize(base), policy.materialize(value))
     if length == base.shape[d]:

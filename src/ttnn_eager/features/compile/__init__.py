@@ -19,3 +19,22 @@ def backend(gm, example_inputs, **kwargs):
     """The Dynamo backend "ttnn" (compiler.backend; imported on first use: it imports Dynamo)."""
     from .compiler import backend as compile_graph
     return compile_graph(gm, example_inputs, **kwargs)
+
+
+_skipped = False
+
+
+# Dynamo's frame hook sees every Python frame that runs while a compiled function is active: in the eager code
+# of a graph break (an .item(), a data-dependent check), the backend's own Python -- the lowerings the dispatcher
+# calls, the device layer -- which Dynamo then tried to trace as if it were the model's code: graph breaks in
+# core/tensor.py, lowerings/factory.py, device/api.py (siglip2's vision model: 22 graph breaks, 8 of them in
+# this package), graphs made of a lowering's insides, compile time. PyTorch's own files are skipped alike
+# (trace_rules' SKIP_DIRS); this package joins them. (Model code calling this package's Python API inside a
+# compiled function: a graph break there, as for any skipped function.)
+def skip_in_dynamo() -> None:
+    """This package's files skipped by Dynamo's frame hook (once; imports Dynamo: torch.compile's time)."""
+    global _skipped
+    if not _skipped:
+        import torch._dynamo.trace_rules as trace_rules
+        trace_rules.add(__name__.split(".")[0])
+        _skipped = True

@@ -30,6 +30,9 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
     """Dynamo's backend function: (torch.fx.GraphModule, example inputs) -> a callable."""
     from torch._dynamo.backends.common import aot_autograd
 
+    from . import skip_in_dynamo
+    skip_in_dynamo()  # (torch._dynamo.optimize called without torch.compile)
+
     opts = dict(OPTIONS)
     unknown = set(options or ()) - set(opts)
     if unknown:

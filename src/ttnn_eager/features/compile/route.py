@@ -28,3 +28,11 @@ def install() -> None:
 
     __call__._ttnn_eager_routed = True
     wrapper.__call__ = __call__
+    compile_ = torch.compile
+
+    @functools.wraps(compile_)
+    def compile(*args, **kwargs):  # noqa: A001  (torch.compile's own name)
+        from . import skip_in_dynamo
+        skip_in_dynamo()  # before Dynamo sees a frame (torch.compile imports Dynamo anyway)
+        return compile_(*args, **kwargs)
+    torch.compile = compile
