@@ -215,7 +215,12 @@ def attention(original):
                                          float(scale))
         return out, None  # [1, tokens, heads, d], as transformers' attention functions return it
     forward.__wrapped__ = original
-    return forward
+    # This package's files are skipped by Dynamo (features/compile: skip_in_dynamo), but this function stands in
+    # for transformers' own sdpa in every model: traced through, so a compiled model's attention stays in its
+    # graph (Dynamo is imported already: transformers' modeling_utils imports it)
+    traced = torch._dynamo.dont_skip_tracing(forward)
+    traced.__wrapped__ = original
+    return traced
 
 
 def patch_cache(module) -> None:
