@@ -20,9 +20,10 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
     split_qkv_heads(x, heads)                   [b, s, 3*h*d] split in three, each into heads [b, h, s, d]
                                                 -> ttnn.transformer.split_query_key_value_and_split_heads
     rotary_embedding(x, cos, sin)               x * cos + rotate_half(x) * sin (Llama's rotary embedding of
-                                                the heads [b, h, s, d]; cos, sin [1, 1, s, d], d a multiple
-                                                of 64) -> ttnn.experimental.rotary_embedding (+ a slice of its
-                                                seq-padded result when s is not a multiple of 32)
+                                                the heads [b, h, s, d]; cos, sin [1, 1, s, d], d 32 or a
+                                                multiple of 64) -> ttnn.experimental.rotary_embedding_hf
+                                                (HF's layout; experimental.rotary_embedding pads its result's
+                                                rows to whole tiles: a slice after it at s = 1)
     paged_update_cache(cache, x, positions, page_table)   (in place, returns cache) user b's new key or value
                                                 row x[0, b] ([kv heads, d]) written at position positions[b]
                                                 of its sequence: block page_table[b, pos // block] of the paged
@@ -117,13 +118,14 @@ def _rotary_embedding(x, cos, sin):
 
 
 def _rotary_fits(x_shape, cos_shape, sin_shape) -> bool:
-    """Whether ttnn.experimental.rotary_embedding computes rotary_embedding(x, cos, sin) for these shapes: heads
-    [b, h, s, d] with d a multiple of 64 (each half whole tiles), cos and sin [1, 1, s, d] (one position per
-    row, the same for every sequence of the batch: the cache it takes has no batch)."""
+    """Whether ttnn.experimental.rotary_embedding_hf (prefill mode) computes rotary_embedding(x, cos, sin) for
+    these shapes: heads [b, h, s, d] with d one tile or a multiple of 64 (rotate_half's midpoint on a tile
+    boundary), cos and sin [1, 1, s, d] (one position per row, the same for every sequence of the batch: its
+    reader walks cos tile by tile per [s, d] plane of x)."""
     if len(x_shape) != 4:
         return False
     s, d = x_shape[2], x_shape[3]
-    return d % (2 * api.TILE_SIZE) == 0 and tuple(cos_shape) == tuple(sin_shape) == (1, 1, s, d)
+    return (d == api.TILE_SIZE or d % (2 * api.TILE_SIZE) == 0) and tuple(cos_shape) == tuple(sin_shape) == (1, 1, s, d)
 
 
 def _paged_update_cache(cache, x, positions, page_table):
@@ -264,20 +266,17 @@ def rms_norm(x, weight, eps):
                    compute_kernel_config=policy.compute_config("layer_norm", x.index))
 
 
-@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding", "slice", "multiply", "add", "neg",
-                                              "concat"], needs=TILE_FLOAT,
-          notes="heads [b, h, s, d], d a multiple of 64, cos and sin [1, 1, s, d] of the heads' storage: one TT-NN "
-                "op (its result padded to whole tiles of rows, sliced back when s is not a multiple of 32); "
-                "other shapes op by op")
+@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding_hf", "multiply", "add", "neg", "concat"],
+          needs=TILE_FLOAT,
+          notes="heads [b, h, s, d], d 32 or a multiple of 64, cos and sin [1, 1, s, d] of the heads' storage: one TT-NN "
+                "op (HF's rotate_half layout, the result of x's shape: no row padding, so a decode step's s = 1 needs no "
+                "slice); other shapes op by op")
 def rotary_embedding(x, cos, sin):
-    b, h, s, d = x.shape
+    d = x.shape[-1]
     if not _rotary_fits(x.shape, cos.shape, sin.shape) or not x.tt_dtype == cos.tt_dtype == sin.tt_dtype:
         turned = cat([neg(slice_handle(x, 3, d // 2, d)), slice_handle(x, 3, 0, d // 2)], 3)
         return add(mul(x, cos), mul(turned, sin))
-    out = api.run("experimental.rotary_embedding", x, cos, sin)
-    if out.shape[2] != s:
-        out = api.run("slice", out, [0, 0, 0, 0], [b, h, s, d])
-    return out
+    return api.run("experimental.rotary_embedding_hf", x, cos, sin, is_decode_mode=False)
 
 
 def _check_paged(name: str, cache, users: int, page_table, positions) -> None:
