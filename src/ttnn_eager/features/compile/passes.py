@@ -2,6 +2,9 @@
 lowerings/fused.py (torch.ops.ttnn_eager.*), matched only where the fused op computes exactly what the
 pattern did (shapes read from the nodes' fake values) and no intermediate is used elsewhere.
 
+    same_views            the same view (view, reshape, unsqueeze, expand, slice, transpose, permute, alias)
+                          of the same input with the same arguments, made again -> the first one (a decoder's
+                          layers each unsqueeze the one cos and sin of the step for their rotary embedding)
     noop_views            view/reshape to the shape it already has          -> removed
     qkv_heads             three linears of one input, each viewed into heads and transposed
                           ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
@@ -24,6 +27,9 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                           expand, clone, view [b, kv*g, s, d])            -> sdpa(enable_gqa=True) of the heads
     rotary_embedding      x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin (Llama's apply_rotary_pos_emb on
                           heads [b, h, s, d])                              -> ttnn_eager.rotary_embedding
+    cache_update          index_copy(cache, 2, arange(1) + p, x) of one new row x [b, h, 1, d] at a 0-d
+                          integer position p (transformers' StaticCache update at its cumulative length)
+                                                                            -> ttnn_eager.cache_update
 
 A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
 heads split); a GPT-2 block's Conv1Ds, gelu_new and qkv split fuse the same way. Passes run in this order
@@ -83,6 +89,32 @@ def noop_views(g: fx.Graph) -> int:
     for n in list(g.nodes):
         if _is(n, *_VIEWS) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
             n.replace_all_uses_with(n.args[0])
+            g.erase_node(n)
+            done += 1
+    return done
+
+
+# views that read their input and nothing else: the same view of the same input twice is one value (in a
+# functionalized graph nothing writes through a view; the inputs written back with copy_ are left alone)
+_PURE_VIEWS = (*_VIEWS, aten.unsqueeze.default, aten.squeeze.dim, aten.expand.default, aten.slice.Tensor,
+               aten.transpose.int, aten.permute.default, aten.alias.default)
+
+
+def _key(a):
+    return tuple(_key(x) for x in a) if isinstance(a, (list, tuple)) else a
+
+
+def same_views(g: fx.Graph) -> int:
+    done = 0
+    written = {n.args[0] for n in g.nodes if _is(n, aten.copy_.default)}
+    seen: dict = {}
+    for n in list(g.nodes):
+        if not _is(n, *_PURE_VIEWS) or n.args[0] in written:
+            continue
+        key = (n.target, _key(n.args), _key(tuple(sorted(n.kwargs.items()))))
+        first = seen.setdefault(key, n)
+        if first is not n:
+            n.replace_all_uses_with(first)
             g.erase_node(n)
             done += 1
     return done
@@ -299,6 +331,27 @@ def rotary_embedding(n):
     return None
 
 
+@_rewrite
+def cache_update(n):
+    """index_copy(cache, 2, arange(1) + position, x) of a cache [b, h, L, d], one new row x [b, h, 1, d] and a
+    0-d integer position (transformers' StaticCache.update at its cumulative_length)."""
+    if not _is(n, aten.index_copy.default) or len(n.args) != 4 or n.kwargs:
+        return None
+    cache, d, rows, x = n.args
+    cs, xs = _shape(cache), _shape(x)
+    if cs is None or xs is None or len(cs) != 4 or d not in (2, -2) or xs != (cs[0], cs[1], 1, cs[3]):
+        return None
+    if not (_is(rows, aten.add.Tensor) and len(rows.args) == 2 and not rows.kwargs):
+        return None
+    for first, position in (rows.args, rows.args[::-1]):
+        if not (_is(first, aten.arange.default) and list(first.args) == [1]):
+            continue
+        p = position.meta.get("val") if isinstance(position, fx.Node) else None
+        if isinstance(p, torch.Tensor) and p.dim() == 0 and not p.dtype.is_floating_point and p.dtype != torch.bool:
+            return _ops().cache_update.default, (cache, x, position), (rows, first)
+    return None
+
+
 def _repeated_heads(n):
     """n = view(clone(expand(unsqueeze(x, 2), [b, kv, g, s, d])), [b, kv*g, s, d]) (transformers' repeat_kv),
     each intermediate used once: (x, nodes) or None."""
@@ -464,8 +517,9 @@ def split_qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-PASSES = (noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads, qkv_heads,
-          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding, grouped_attention)
+PASSES = (same_views, noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads,
+          qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
+          cache_update, grouped_attention)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
