@@ -2,9 +2,11 @@
 lowerings/fused.py (torch.ops.ttnn_eager.*), matched only where the fused op computes exactly what the
 pattern did (shapes read from the nodes' fake values) and no intermediate is used elsewhere.
 
-    same_views            the same view (view, reshape, unsqueeze, expand, slice, transpose, permute, alias)
-                          of the same input with the same arguments, made again -> the first one (a decoder's
-                          layers each unsqueeze the one cos and sin of the step for their rotary embedding)
+    duplicates            an op computed again on the same inputs with the same arguments (no write, no random
+                          numbers)                                          -> the first one (a decoder's layers each
+                          unsqueeze the step's one cos and sin; transformers computes arange(1) + position twice)
+    identities            x * 1, x / 1, x + 0, x - 0 of the result's dtype and shape (transformers' rotary
+                          attention_scaling of 1.0, its mask's kv_arange + 0) -> x
     noop_views            view/reshape to the shape it already has          -> removed
     qkv_heads             three linears of one input, each viewed into heads and transposed
                           ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
@@ -94,27 +96,67 @@ def noop_views(g: fx.Graph) -> int:
     return done
 
 
-# views that read their input and nothing else: the same view of the same input twice is one value (in a
-# functionalized graph nothing writes through a view; the inputs written back with copy_ are left alone)
-_PURE_VIEWS = (*_VIEWS, aten.unsqueeze.default, aten.squeeze.dim, aten.expand.default, aten.slice.Tensor,
-               aten.transpose.int, aten.permute.default, aten.alias.default)
-
-
 def _key(a):
     return tuple(_key(x) for x in a) if isinstance(a, (list, tuple)) else a
 
 
-def same_views(g: fx.Graph) -> int:
+def _pure(n) -> bool:
+    """n computes a value from its arguments alone: no write into an argument, no random numbers."""
+    if n.op != "call_function":
+        return False
+    if n.target is operator.getitem:
+        return True
+    schema = getattr(n.target, "_schema", None)
+    if schema is None or any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return False
+    return torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
+
+
+def duplicates(g: fx.Graph) -> int:
     done = 0
-    written = {n.args[0] for n in g.nodes if _is(n, aten.copy_.default)}
+    # (an input written back with copy_ -- in a functionalized graph, at its end -- is the same value only
+    # before its first copy_)
+    written: dict = {}
+    for i, n in enumerate(g.nodes):
+        if _is(n, aten.copy_.default):
+            written.setdefault(n.args[0], i)
     seen: dict = {}
-    for n in list(g.nodes):
-        if not _is(n, *_PURE_VIEWS) or n.args[0] in written:
+    for i, n in enumerate(list(g.nodes)):
+        if not _pure(n) or any(written.get(a, i + 1) <= i for a in n.all_input_nodes):
             continue
         key = (n.target, _key(n.args), _key(tuple(sorted(n.kwargs.items()))))
-        first = seen.setdefault(key, n)
-        if first is not n:
+        try:
+            first = seen.setdefault(key, n)
+        except TypeError:  # (an unhashable argument)
+            continue
+        if first is not n and not _returned(n) and not _returned(first):
             n.replace_all_uses_with(first)
+            g.erase_node(n)
+            done += 1
+    return done
+
+
+_IDENTITY = {aten.mul.Tensor: 1, aten.div.Tensor: 1, aten.add.Tensor: 0, aten.sub.Tensor: 0}
+
+
+def _returned(n) -> bool:
+    """n is one of the graph's results (merged into another value it would alias it: a caller's in-place write
+    into one result would show in the other)."""
+    return any(u.op == "output" for u in n.users)
+
+
+def identities(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if not (_is(n, *_IDENTITY) and len(n.args) == 2 and not n.kwargs) or _returned(n):
+            continue
+        x, c = n.args
+        if not isinstance(x, fx.Node) and n.target in (aten.mul.Tensor, aten.add.Tensor):
+            x, c = c, x  # (1 * x, 0 + x)
+        v, out = (x.meta.get("val") if isinstance(x, fx.Node) else None), n.meta.get("val")
+        if (type(c) in (int, float) and c == _IDENTITY[n.target] and isinstance(v, torch.Tensor)
+                and isinstance(out, torch.Tensor) and v.dtype == out.dtype and v.shape == out.shape):
+            n.replace_all_uses_with(x)
             g.erase_node(n)
             done += 1
     return done
@@ -517,7 +559,7 @@ def split_qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-PASSES = (same_views, noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads,
+PASSES = (identities, duplicates, noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
           cache_update, grouped_attention)
 
