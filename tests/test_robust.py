@@ -586,6 +586,9 @@ def _fused_edges(x):
         zero = torch.zeros(1, dtype=torch.int32, device=x.device)
         out += [ops.paged_update_cache(cache.clone(), row, zero, zero.reshape(1, 1)),
                 ops.paged_attention_decode(row, cache, cache, zero, zero.reshape(1, 1), 1.0)]
+    if x.dim() == 3:  # as a static cache [a, 1, b, d] and one new row a sequence at its last position
+        last = torch.tensor(max(x.shape[1] - 1, 0), device=x.device)
+        out.append(ops.cache_update(x[:, None], x[:, None, -1:] * 2, last))
     if x.dim() == 3:
         wq = torch.eye(k, device=x.device)
         out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))

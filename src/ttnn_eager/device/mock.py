@@ -234,11 +234,12 @@ def _paged_sdpa_decode_ref(q, k_cache, v_cache, is_causal=True, page_table_tenso
     return out
 
 
-def _rotary_embedding_ref(x, cos, sin, token_index=None, **_):
-    """ttnn.experimental.rotary_embedding without a token index (its golden function takes one): x * cos +
-    rotate_half(x) * sin, the rows padded to whole tiles (zeros) as TT-NN's result is."""
-    pad = -x.shape[-2] % 32
-    x, cos, sin = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (x, cos, sin))
+def _rotary_embedding_hf_ref(x, cos, sin, is_decode_mode=False, **_):
+    """ttnn.experimental.rotary_embedding_hf (no golden function): x * cos + rotate_half(x) * sin, the result of
+    x's shape (no row padding). Prefill mode: x [1, heads, s, d], the first s rows of cos, sin [1, 1, >= s, d];
+    decode mode: x [1, batch, heads, d], cos, sin [1, batch, 1, d] (a position a user)."""
+    if not is_decode_mode:
+        cos, sin = cos[..., :x.shape[-2], :], sin[..., :x.shape[-2], :]
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
 
@@ -276,7 +277,7 @@ REFERENCES = {
     "experimental.paged_update_cache": _paged_update_cache_ref,
     "transformer.paged_scaled_dot_product_attention_decode": _paged_sdpa_decode_ref,
     "to_memory_config": _to_layout_ref,  # value unchanged: where it lives is not part of it
-    "experimental.rotary_embedding": _rotary_embedding_ref,
+    "experimental.rotary_embedding_hf": _rotary_embedding_hf_ref,
     "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
     "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value

@@ -20,9 +20,10 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
     split_qkv_heads(x, heads)                   [b, s, 3*h*d] split in three, each into heads [b, h, s, d]
                                                 -> ttnn.transformer.split_query_key_value_and_split_heads
     rotary_embedding(x, cos, sin)               x * cos + rotate_half(x) * sin (Llama's rotary embedding of
-                                                the heads [b, h, s, d]; cos, sin [1, 1, s, d], d a multiple
-                                                of 64) -> ttnn.experimental.rotary_embedding (+ a slice of its
-                                                seq-padded result when s is not a multiple of 32)
+                                                the heads [b, h, s, d]; cos, sin [1, 1, s, d], d 32 or a
+                                                multiple of 64) -> ttnn.experimental.rotary_embedding_hf
+                                                (HF's layout; experimental.rotary_embedding pads its result's
+                                                rows to whole tiles: a slice after it at s = 1)
     paged_update_cache(cache, x, positions, page_table)   (in place, returns cache) user b's new key or value
                                                 row x[0, b] ([kv heads, d]) written at position positions[b]
                                                 of its sequence: block page_table[b, pos // block] of the paged
@@ -34,6 +35,12 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 positions 0..positions[b] of its sequence in the paged caches
                                                 (grouped key/value heads as PyTorch's enable_gqa)
                                                 -> ttnn.transformer.paged_scaled_dot_product_attention_decode
+    cache_update(cache, x, position)            a static cache's update at a 0-d integer position (transformers'
+                                                StaticCache: index_copy_(2, arange(1) + cumulative_length, x)):
+                                                cache [b, h, L, d] with row `position` of dim 2 replaced by x
+                                                [b, h, 1, d] -> ttnn.scatter along dim 2 at the position
+                                                expanded to x's shape (one ttnn.expand, made once per position
+                                                and shared by the key and value caches); no host read
 The two paged ops are what transformers' continuous batching does per decode token and layer on the device
 (features/serving/paged.py); the page table and positions are int32 ([users, blocks a user], [users]).
 
@@ -51,7 +58,7 @@ from ..core.registry import Unfit, lowering
 from ..device import api
 from .elementwise import add, mul, neg
 from .matmul import matmul_handles
-from .views import cat, slice_handle
+from .views import cat, same_values, slice_handle
 
 LIB = torch.library.Library("ttnn_eager", "DEF")
 LIB.define("linear_activation(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor")
@@ -64,6 +71,7 @@ LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
 LIB.define("matmul_bias(Tensor input, Tensor weight, Tensor? bias, str? activation) -> Tensor")
 LIB.define("split_qkv_heads(Tensor input, int num_heads) -> (Tensor, Tensor, Tensor)")
 LIB.define("rotary_embedding(Tensor input, Tensor cos, Tensor sin) -> Tensor")
+LIB.define("cache_update(Tensor cache, Tensor input, Tensor position) -> Tensor")
 LIB.define("paged_update_cache(Tensor(a!) cache, Tensor input, Tensor positions, Tensor page_table) -> Tensor(a!)")
 LIB.define("paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor positions, "
            "Tensor page_table, float scale) -> Tensor")
@@ -117,13 +125,19 @@ def _rotary_embedding(x, cos, sin):
 
 
 def _rotary_fits(x_shape, cos_shape, sin_shape) -> bool:
-    """Whether ttnn.experimental.rotary_embedding computes rotary_embedding(x, cos, sin) for these shapes: heads
-    [b, h, s, d] with d a multiple of 64 (each half whole tiles), cos and sin [1, 1, s, d] (one position per
-    row, the same for every sequence of the batch: the cache it takes has no batch)."""
+    """Whether ttnn.experimental.rotary_embedding_hf (prefill mode) computes rotary_embedding(x, cos, sin) for
+    these shapes: heads [b, h, s, d] with d one tile or a multiple of 64 (rotate_half's midpoint on a tile
+    boundary), cos and sin [1, 1, s, d] (one position per row, the same for every sequence of the batch: its
+    reader walks cos tile by tile per [s, d] plane of x)."""
     if len(x_shape) != 4:
         return False
     s, d = x_shape[2], x_shape[3]
-    return d % (2 * api.TILE_SIZE) == 0 and tuple(cos_shape) == tuple(sin_shape) == (1, 1, s, d)
+    return (d == api.TILE_SIZE or d % (2 * api.TILE_SIZE) == 0) and tuple(cos_shape) == tuple(sin_shape) == (1, 1, s, d)
+
+
+def _cache_update(cache, x, position):
+    rows = torch.arange(x.shape[2], device=cache.device) + position.reshape(1).to(cache.device)
+    return cache.index_copy(2, rows, x.to(cache.dtype))
 
 
 def _paged_update_cache(cache, x, positions, page_table):
@@ -161,7 +175,7 @@ def _paged_fits(cache_shape, users: int, cores: int) -> str | None:
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
                    ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
                    ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads),
-                   ("rotary_embedding", _rotary_embedding)):
+                   ("rotary_embedding", _rotary_embedding), ("cache_update", _cache_update)):
     LIB.impl(_name, _fn, "CPU")
     LIB.impl(_name, _fn, "Meta")
 LIB.impl("paged_update_cache", _paged_update_cache, "CPU")
@@ -264,20 +278,37 @@ def rms_norm(x, weight, eps):
                    compute_kernel_config=policy.compute_config("layer_norm", x.index))
 
 
-@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding", "slice", "multiply", "add", "neg",
+@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding_hf", "multiply", "add", "neg",
                                               "concat"], needs=TILE_FLOAT,
-          notes="heads [b, h, s, d], d a multiple of 64, cos and sin [1, 1, s, d] of the heads' storage: one TT-NN "
-                "op (its result padded to whole tiles of rows, sliced back when s is not a multiple of 32); "
-                "other shapes op by op")
+          notes="heads [b, h, s, d], d 32 or a multiple of 64, cos and sin [1, 1, s, d] of the heads' storage: one "
+                "TT-NN op (HF's rotate_half layout, its result of x's shape: no row padding, so a decode step's "
+                "s = 1 needs no slice); other shapes op by op")
 def rotary_embedding(x, cos, sin):
-    b, h, s, d = x.shape
+    d = x.shape[-1]
     if not _rotary_fits(x.shape, cos.shape, sin.shape) or not x.tt_dtype == cos.tt_dtype == sin.tt_dtype:
         turned = cat([neg(slice_handle(x, 3, d // 2, d)), slice_handle(x, 3, 0, d // 2)], 3)
         return add(mul(x, cos), mul(turned, sin))
-    out = api.run("experimental.rotary_embedding", x, cos, sin)
-    if out.shape[2] != s:
-        out = api.run("slice", out, [0, 0, 0, 0], [b, h, s, d])
-    return out
+    return api.run("experimental.rotary_embedding_hf", x, cos, sin, is_decode_mode=False)
+
+
+@lowering(ops.cache_update.default, ttnn=["expand", "scatter"], needs=ANY,
+          notes="one new row (x [b, h, 1, d]) of a cache [b, h, L, d] at a 0-d integer position on the device: "
+                "one ttnn.scatter along dim 2, its index the position expanded to x's shape (made once per "
+                "position: the key and value caches share it); more rows: the CPU meaning, counted")
+def cache_update(cache, x, position):
+    cs, xs = tuple(cache.shape), tuple(x.shape)
+    if len(cs) != 4 or len(xs) != 4 or xs[:2] != cs[:2] or xs[3] != cs[3] or xs[2] > cs[2]:
+        raise RuntimeError(f"ttnn_eager.cache_update: a cache [b, h, L, d] and new rows [b, h, n, d] of its b, h, d, "
+                           f"got {list(cs)} and {list(xs)}")
+    if position.shape or position.dtype.is_floating_point or position.dtype == torch.bool:
+        raise RuntimeError(f"ttnn_eager.cache_update: a 0-d integer position, got {position.dtype} "
+                           f"{list(position.shape)}")
+    if xs[2] != 1:
+        raise Unfit(f"{xs[2]} new rows (one row a call: a decode step)")
+    from .scatter import _scatter  # (scatter imports this module's neighbours; imported when first used)
+    index = policy.prepared(position, ("cache_update", xs),
+                            lambda p: same_values(api.run("expand", p, xs), p), conversion=False)
+    return _scatter("scatter", cache, 2, index, x)
 
 
 def _check_paged(name: str, cache, users: int, page_table, positions) -> None:

@@ -2,6 +2,11 @@
 lowerings/fused.py (torch.ops.ttnn_eager.*), matched only where the fused op computes exactly what the
 pattern did (shapes read from the nodes' fake values) and no intermediate is used elsewhere.
 
+    duplicates            an op computed again on the same inputs with the same arguments (no write, no random
+                          numbers)                                          -> the first one (a decoder's layers each
+                          unsqueeze the step's one cos and sin; transformers computes arange(1) + position twice)
+    identities            x * 1, x / 1, x + 0, x - 0 of the result's dtype and shape (transformers' rotary
+                          attention_scaling of 1.0, its mask's kv_arange + 0) -> x
     noop_views            view/reshape to the shape it already has          -> removed
     qkv_heads             three linears of one input, each viewed into heads and transposed
                           ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
@@ -24,6 +29,9 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                           expand, clone, view [b, kv*g, s, d])            -> sdpa(enable_gqa=True) of the heads
     rotary_embedding      x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin (Llama's apply_rotary_pos_emb on
                           heads [b, h, s, d])                              -> ttnn_eager.rotary_embedding
+    cache_update          index_copy(cache, 2, arange(1) + p, x) of one new row x [b, h, 1, d] at a 0-d
+                          integer position p (transformers' StaticCache update at its cumulative length)
+                                                                            -> ttnn_eager.cache_update
 
 A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
 heads split); a GPT-2 block's Conv1Ds, gelu_new and qkv split fuse the same way. Passes run in this order
@@ -83,6 +91,72 @@ def noop_views(g: fx.Graph) -> int:
     for n in list(g.nodes):
         if _is(n, *_VIEWS) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
             n.replace_all_uses_with(n.args[0])
+            g.erase_node(n)
+            done += 1
+    return done
+
+
+def _key(a):
+    return tuple(_key(x) for x in a) if isinstance(a, (list, tuple)) else a
+
+
+def _pure(n) -> bool:
+    """n computes a value from its arguments alone: no write into an argument, no random numbers."""
+    if n.op != "call_function":
+        return False
+    if n.target is operator.getitem:
+        return True
+    schema = getattr(n.target, "_schema", None)
+    if schema is None or any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return False
+    return torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
+
+
+def duplicates(g: fx.Graph) -> int:
+    done = 0
+    # (an input written back with copy_ -- in a functionalized graph, at its end -- is the same value only
+    # before its first copy_)
+    written: dict = {}
+    for i, n in enumerate(g.nodes):
+        if _is(n, aten.copy_.default):
+            written.setdefault(n.args[0], i)
+    seen: dict = {}
+    for i, n in enumerate(list(g.nodes)):
+        if not _pure(n) or any(written.get(a, i + 1) <= i for a in n.all_input_nodes):
+            continue
+        key = (n.target, _key(n.args), _key(tuple(sorted(n.kwargs.items()))))
+        try:
+            first = seen.setdefault(key, n)
+        except TypeError:  # (an unhashable argument)
+            continue
+        if first is not n and not _returned(n) and not _returned(first):
+            n.replace_all_uses_with(first)
+            g.erase_node(n)
+            done += 1
+    return done
+
+
+_IDENTITY = {aten.mul.Tensor: 1, aten.div.Tensor: 1, aten.add.Tensor: 0, aten.sub.Tensor: 0}
+
+
+def _returned(n) -> bool:
+    """n is one of the graph's results (merged into another value it would alias it: a caller's in-place write
+    into one result would show in the other)."""
+    return any(u.op == "output" for u in n.users)
+
+
+def identities(g: fx.Graph) -> int:
+    done = 0
+    for n in list(g.nodes):
+        if not (_is(n, *_IDENTITY) and len(n.args) == 2 and not n.kwargs) or _returned(n):
+            continue
+        x, c = n.args
+        if not isinstance(x, fx.Node) and n.target in (aten.mul.Tensor, aten.add.Tensor):
+            x, c = c, x  # (1 * x, 0 + x)
+        v, out = (x.meta.get("val") if isinstance(x, fx.Node) else None), n.meta.get("val")
+        if (type(c) in (int, float) and c == _IDENTITY[n.target] and isinstance(v, torch.Tensor)
+                and isinstance(out, torch.Tensor) and v.dtype == out.dtype and v.shape == out.shape):
+            n.replace_all_uses_with(x)
             g.erase_node(n)
             done += 1
     return done
@@ -299,6 +373,27 @@ def rotary_embedding(n):
     return None
 
 
+@_rewrite
+def cache_update(n):
+    """index_copy(cache, 2, arange(1) + position, x) of a cache [b, h, L, d], one new row x [b, h, 1, d] and a
+    0-d integer position (transformers' StaticCache.update at its cumulative_length)."""
+    if not _is(n, aten.index_copy.default) or len(n.args) != 4 or n.kwargs:
+        return None
+    cache, d, rows, x = n.args
+    cs, xs = _shape(cache), _shape(x)
+    if cs is None or xs is None or len(cs) != 4 or d not in (2, -2) or xs != (cs[0], cs[1], 1, cs[3]):
+        return None
+    if not (_is(rows, aten.add.Tensor) and len(rows.args) == 2 and not rows.kwargs):
+        return None
+    for first, position in (rows.args, rows.args[::-1]):
+        if not (_is(first, aten.arange.default) and list(first.args) == [1]):
+            continue
+        p = position.meta.get("val") if isinstance(position, fx.Node) else None
+        if isinstance(p, torch.Tensor) and p.dim() == 0 and not p.dtype.is_floating_point and p.dtype != torch.bool:
+            return _ops().cache_update.default, (cache, x, position), (rows, first)
+    return None
+
+
 def _repeated_heads(n):
     """n = view(clone(expand(unsqueeze(x, 2), [b, kv, g, s, d])), [b, kv*g, s, d]) (transformers' repeat_kv),
     each intermediate used once: (x, nodes) or None."""
@@ -464,8 +559,9 @@ def split_qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-PASSES = (noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads, qkv_heads,
-          linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding, grouped_attention)
+PASSES = (identities, duplicates, noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads,
+          qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
+          cache_update, grouped_attention)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
