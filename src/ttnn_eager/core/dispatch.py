@@ -417,6 +417,12 @@ def _aliases_of(func, args, kwargs, base_t, outs):
 
 
 # ----------------------------------------------------------------------------------------------- entry
+_ATEN_CALLS, _ATEN_OPS = counters.aten_calls, counters.aten_ops  # (mutated in place, never rebound)
+# keyword values that are not tensors nor hold any: scale, memory_format, approximate, dtype, ...
+_PLAIN_KWARGS = frozenset((type(None), bool, int, float, str, torch.dtype, torch.memory_format, torch.layout,
+                           torch.device))
+
+
 def dispatch(func, args, kwargs):
     if counters.profile is not None:
         return counters.profile.run(func, _dispatch, args, kwargs)
@@ -424,15 +430,20 @@ def dispatch(func, args, kwargs):
 
 
 def _dispatch(func, args, kwargs):
-    entry = BY_ID.get(id(func))
+    key = id(func)
+    entry = BY_ID.get(key)
     if entry is None:
         entry = late_entry(func)  # (a library's op: torchvision::roi_align)
         if entry is None:
             return _unlowered(func, args, kwargs)
-    counters.count_aten(func)
+    if key in _ATEN_OPS:  # counters.count_aten(func), inline
+        _ATEN_CALLS[key] += 1
+    else:
+        counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
-    if entry.numbers and (kwargs or int in map(type, args)) and _wide_number(args, kwargs):
+    if entry.numbers and (int in map(type, args) or kwargs and int in map(type, kwargs.values())) \
+            and _wide_number(args, kwargs):  # (only an int can be too wide)
         return fallback(func, args, kwargs, reason=WIDE)
     # Arguments. The common case is inline: a device tensor (a view's: refreshed) already in the form its Need
     # asks for (PROMOTE: TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
@@ -460,12 +471,14 @@ def _dispatch(func, args, kwargs):
         if call is None:
             call = _Call(entry.mixed_devices, index, promote, entry.numbers, (args, kwargs))
         hargs[pos] = call.arg(a, need)
-    if kwargs:
+    if not kwargs:
+        hkwargs = {}
+    elif call is None and all(type(v) in _PLAIN_KWARGS for v in kwargs.values()):
+        hkwargs = kwargs.copy()  # (no tensor among them: _Call.arg would return each as it is)
+    else:
         if call is None:
             call = _Call(entry.mixed_devices, index, promote, entry.numbers, (args, kwargs))
         hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
-    else:
-        hkwargs = {}
     if call is not None and call.host_only:
         return fallback(func, args, kwargs, reason=WIDE)
     if call is not None and call.complex:
@@ -532,7 +545,8 @@ def _complex(func, args, kwargs):
 
 
 # ----------------------------------------------------------------------------------------------- zero-size
-def _has_empty(args) -> bool:
+def _has_empty_py(args) -> bool:
+    """_has_empty the Python way (the C++ one's cases it leaves to Python: subclasses, symbolic sizes)."""
     for a in args:
         if isinstance(a, torch.Tensor):
             if a.numel() == 0 and a.device.type == "ttnn":
@@ -541,6 +555,10 @@ def _has_empty(args) -> bool:
                 isinstance(x, torch.Tensor) and x.numel() == 0 and x.device.type == "ttnn" for x in a):
             return True
     return False
+
+
+_has_empty = _tensor._NATIVE.has_empty  # a ttnn tensor with no elements in args (csrc/tensor.cpp), else
+_tensor._NATIVE.set_slow_empty(_has_empty_py)  # _has_empty_py for the cases it leaves to Python
 
 
 # lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype;
