@@ -205,6 +205,11 @@ def _finish(entry, func, result, args, kwargs, hargs, hkwargs):
     passed, now holding the result."""
     if entry.aliases == _VIEW_OF_FIRST and type(result) is api.Handle and not kwargs \
             and type(base := hargs[0]) is api.Handle:  # (the common view op: its geometry computed directly)
+        kind = _VIEW_KINDS.get(func)
+        if kind is not None and (alias := _view(kind, args, result)) is not None:  # (in C++: csrc/tensor.cpp)
+            if result is not base:
+                result.source = (base, base.version, entry.fn, hargs, hkwargs, None)
+            return alias
         geometry = _GEOMETRY.get(func)
         try:
             g = geometry(*args) if geometry is not None else None
@@ -382,6 +387,14 @@ _GEOMETRY = {aten.view.default: _g_view, aten._unsafe_view.default: _g_view, ate
              aten.permute.default: _g_permute, aten.unsqueeze.default: _g_unsqueeze,
              aten.expand.default: _g_expand, aten.slice.Tensor: _g_slice, aten.select.int: _g_select,
              aten.t.default: lambda x: _g_transpose(x, 0, 1) if x.dim() == 2 else None}
+
+
+# The same view ops' aliases made in one C++ call (csrc/tensor.cpp: view), their geometry computed as the _g_*
+# functions compute it and their view Handle stored (add_view); None where those would return None.
+_VIEW_KINDS = {aten.view.default: 0, aten._unsafe_view.default: 0, aten.transpose.int: 1, aten.permute.default: 2,
+               aten.unsqueeze.default: 3, aten.expand.default: 4, aten.slice.Tensor: 5, aten.select.int: 6,
+               aten.t.default: 7}
+_view = _tensor._NATIVE.view
 
 
 def _aliases_of(func, args, kwargs, base_t, outs):
