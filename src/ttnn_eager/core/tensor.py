@@ -2,7 +2,8 @@
 
     new_tensor(handle)   a new ttnn tensor holding `handle` (device.api.Handle), contiguous, with its own storage
     handle_of(t)         the Handle of a ttnn tensor: its storage's base Handle, or the Handle of the view it is
-    maybe_handle(x)      handle_of(x) for a ttnn tensor, None for anything else (the dispatcher's one check)
+    maybe_handle(x)      handle_of(x) for a ttnn tensor, None for anything else (the dispatcher's one check; in C++:
+                         csrc/tensor.cpp's handle, which leaves subclasses and views not seen yet to _maybe_handle)
     is_ttnn(x)           x is a tensor on a ttnn device
     TtnnTensor           not a class of tensors any more: `isinstance(x, ttnn_eager.TtnnTensor)` is is_ttnn(x)
 
