@@ -55,7 +55,13 @@ def test_writes_through_a_cpp_alias_reach_the_base():
 @pytest.mark.parametrize("make", [
     lambda x: x.transpose(0, 2), lambda x: x.permute(1, 2, 0), lambda x: x[1:3, :, 2], lambda x: x.view(24, 8),
     lambda x: x.unsqueeze(1), lambda x: x.select(1, 3), lambda x: x.transpose(0, 1).reshape(6, 32),
-], ids=["transpose", "permute", "slice", "view", "unsqueeze", "select", "reshape_of_transpose"])
+    lambda x: x.transpose(-1, 0), lambda x: x.permute(-1, 0, 1), lambda x: x.view(-1, 8), lambda x: x.unsqueeze(-1),
+    lambda x: x[:, 1:5:2], lambda x: x[:, -3:], lambda x: x.narrow(2, 1, 3), lambda x: x.select(-1, -2),
+    lambda x: x[2], lambda x: x[0].t(), lambda x: x.view(4, 6, 2, 4).transpose(1, 2).transpose(1, 2),
+    lambda x: x[:, 1:4].transpose(0, 1)[1],
+], ids=["transpose", "permute", "slice", "view", "unsqueeze", "select", "reshape_of_transpose", "transpose_negative",
+        "permute_negative", "view_inferred", "unsqueeze_last", "slice_step", "slice_negative", "narrow",
+        "select_negative", "index", "t", "transpose_of_transpose_of_view", "select_of_transpose_of_slice"])
 def test_view_op_results_are_pytorchs_aliases_and_write_through(make):
     """A view op's result (made by the C++ part: csrc/tensor.cpp's alias, from the geometry dispatch computes) is
     the alias PyTorch makes: the base's storage, PyTorch's sizes, strides and offset, autograd's _base and one
@@ -80,6 +86,62 @@ def test_view_op_results_are_pytorchs_aliases_and_write_through(make):
     dev.sub_(1)
     cpu.sub_(1)
     assert torch.equal(a.cpu(), ref)
+
+
+def test_view_ops_errors_and_empty_slices_are_pytorchs():
+    """The forms the C++ geometry leaves to the Python way (dispatch._g_*, the meta kernel) give PyTorch's errors;
+    empty slices and expands are PyTorch's aliases."""
+    cpu = torch.randint(-8, 8, (4, 6, 8)).float()
+    dev = cpu.to(DEV)
+    with pytest.raises(RuntimeError, match=r"shape '\[5, 7\]' is invalid for input of size 192"):
+        dev.view(5, 7)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        dev.transpose(0, 1).view(24, 8)
+    for make in (lambda x: x[:, 2:2], lambda x: x[:, 10:], lambda x: x[:, :1].expand(4, 6, 8),
+                 lambda x: x[0, :1].expand(3, 6, 8), lambda x: x[:, :, :1].expand(-1, -1, 5)):
+        a, ref = make(dev), make(cpu)
+        assert (a.shape, a.stride(), a.storage_offset()) == (ref.shape, ref.stride(), ref.storage_offset())
+        assert torch.equal(a.cpu(), ref)
+
+
+def test_the_cpp_handle_lookup_finds_what_the_python_one_finds():
+    """csrc/tensor.cpp's handle() (tensor.maybe_handle) and the Python lookup it leaves the other cases to
+    (tensor._maybe_handle) give the same Handle: base, Parameter, views seen or not, dtype views, other objects."""
+    from ttnn_eager.core import tensor
+    assert tensor.maybe_handle is not tensor._maybe_handle  # (the C++ one)
+    dev = torch.randint(-8, 8, (4, 6)).float().to(DEV)
+    param = torch.nn.Parameter(torch.randn(3, 4).to(DEV))
+    seen = dev.transpose(0, 1)  # its view Handle stored by the view op
+    unseen = dev.as_strided((2, 3), (1, 6), 1)  # made in C++ without the dispatcher: derived on first lookup
+    for x in (dev, param, seen, unseen, dev.view(torch.int32), dev[1:3], dev.detach()):
+        h = tensor.maybe_handle(x)
+        assert h is not None and h is tensor._maybe_handle(x)
+        assert tuple(h.shape) == tuple(x.shape)
+    assert tensor.maybe_handle(dev) is tensor.maybe_handle(dev.detach())  # the same geometry: the base Handle
+    for other in (torch.ones(2), 3, 2.5, None, [dev], "x", torch.device(DEV)):
+        assert tensor.maybe_handle(other) is None and tensor._maybe_handle(other) is None
+
+
+def test_the_cpp_zero_size_check_is_the_python_one():
+    from ttnn_eager.core import dispatch
+    dev, empty, cpu_empty = torch.ones(2, 3).to(DEV), torch.ones(0, 3).to(DEV), torch.ones(0)
+    for args in ((dev, 1), (empty,), (dev, empty), ([dev, empty], 0), ((dev, dev), 1), ([0, 1],), (cpu_empty,),
+                 ([cpu_empty],), ([],), (dev[:, 3:],), (torch.nn.Parameter(empty),), ()):
+        assert dispatch._has_empty(args) is dispatch._has_empty_py(args), args
+    assert dispatch._has_empty((empty,)) and not dispatch._has_empty((dev, cpu_empty))
+
+
+def test_plain_keyword_arguments_reach_the_lowering():
+    """Keyword arguments holding no tensor (sdpa's scale, contiguous's memory_format) go to the lowering as
+    they are (dispatch: no _Call); the values are PyTorch's."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 32, 16) for _ in range(3))
+    out = torch.nn.functional.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), scale=0.3)
+    assert pcc(out.cpu(), torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.3)) > 0.999
+    cpu = torch.randint(-8, 8, (2, 3, 4)).float()
+    c = cpu.to(DEV).transpose(1, 2).contiguous()
+    assert c.is_contiguous() and torch.equal(c.cpu(), cpu.transpose(1, 2).contiguous())
+    assert torch.equal(cpu.to(DEV).clone(memory_format=torch.contiguous_format).cpu(), cpu)
 
 
 def test_an_alias_beyond_its_storage_is_pytorchs_error():

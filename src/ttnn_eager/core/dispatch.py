@@ -205,6 +205,11 @@ def _finish(entry, func, result, args, kwargs, hargs, hkwargs):
     passed, now holding the result."""
     if entry.aliases == _VIEW_OF_FIRST and type(result) is api.Handle and not kwargs \
             and type(base := hargs[0]) is api.Handle:  # (the common view op: its geometry computed directly)
+        kind = _VIEW_KINDS.get(func)
+        if kind is not None and (alias := _view(kind, args, result)) is not None:  # (in C++: csrc/tensor.cpp)
+            if result is not base:
+                result.source = (base, base.version, entry.fn, hargs, hkwargs, None)
+            return alias
         geometry = _GEOMETRY.get(func)
         try:
             g = geometry(*args) if geometry is not None else None
@@ -384,6 +389,14 @@ _GEOMETRY = {aten.view.default: _g_view, aten._unsafe_view.default: _g_view, ate
              aten.t.default: lambda x: _g_transpose(x, 0, 1) if x.dim() == 2 else None}
 
 
+# The same view ops' aliases made in one C++ call (csrc/tensor.cpp: view), their geometry computed as the _g_*
+# functions compute it and their view Handle stored (add_view); None where those would return None.
+_VIEW_KINDS = {aten.view.default: 0, aten._unsafe_view.default: 0, aten.transpose.int: 1, aten.permute.default: 2,
+               aten.unsqueeze.default: 3, aten.expand.default: 4, aten.slice.Tensor: 5, aten.select.int: 6,
+               aten.t.default: 7}
+_view = _tensor._NATIVE.view
+
+
 def _aliases_of(func, args, kwargs, base_t, outs):
     """For each output of the view op `func` (a list like outs): the alias of base_t PyTorch makes (its sizes,
     strides and offset from _GEOMETRY or else the op's meta kernel; the alias itself by the device-generic CPU
@@ -417,6 +430,12 @@ def _aliases_of(func, args, kwargs, base_t, outs):
 
 
 # ----------------------------------------------------------------------------------------------- entry
+_ATEN_CALLS, _ATEN_OPS = counters.aten_calls, counters.aten_ops  # (mutated in place, never rebound)
+# keyword values that are not tensors nor hold any: scale, memory_format, approximate, dtype, ...
+_PLAIN_KWARGS = frozenset((type(None), bool, int, float, str, torch.dtype, torch.memory_format, torch.layout,
+                           torch.device))
+
+
 def dispatch(func, args, kwargs):
     if counters.profile is not None:
         return counters.profile.run(func, _dispatch, args, kwargs)
@@ -424,15 +443,20 @@ def dispatch(func, args, kwargs):
 
 
 def _dispatch(func, args, kwargs):
-    entry = BY_ID.get(id(func))
+    key = id(func)
+    entry = BY_ID.get(key)
     if entry is None:
         entry = late_entry(func)  # (a library's op: torchvision::roi_align)
         if entry is None:
             return _unlowered(func, args, kwargs)
-    counters.count_aten(func)
+    if key in _ATEN_OPS:  # counters.count_aten(func), inline
+        _ATEN_CALLS[key] += 1
+    else:
+        counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
-    if entry.numbers and (kwargs or int in map(type, args)) and _wide_number(args, kwargs):
+    if entry.numbers and (int in map(type, args) or kwargs and int in map(type, kwargs.values())) \
+            and _wide_number(args, kwargs):  # (only an int can be too wide)
         return fallback(func, args, kwargs, reason=WIDE)
     # Arguments. The common case is inline: a device tensor (a view's: refreshed) already in the form its Need
     # asks for (PROMOTE: TILE and the same device dtype as the PROMOTE arguments before it). The first argument that is not
@@ -460,12 +484,14 @@ def _dispatch(func, args, kwargs):
         if call is None:
             call = _Call(entry.mixed_devices, index, promote, entry.numbers, (args, kwargs))
         hargs[pos] = call.arg(a, need)
-    if kwargs:
+    if not kwargs:
+        hkwargs = {}
+    elif call is None and all(type(v) in _PLAIN_KWARGS for v in kwargs.values()):
+        hkwargs = kwargs.copy()  # (no tensor among them: _Call.arg would return each as it is)
+    else:
         if call is None:
             call = _Call(entry.mixed_devices, index, promote, entry.numbers, (args, kwargs))
         hkwargs = {k: call.arg(v, entry.by_name.get(k)) for k, v in kwargs.items()}
-    else:
-        hkwargs = {}
     if call is not None and call.host_only:
         return fallback(func, args, kwargs, reason=WIDE)
     if call is not None and call.complex:
@@ -532,7 +558,8 @@ def _complex(func, args, kwargs):
 
 
 # ----------------------------------------------------------------------------------------------- zero-size
-def _has_empty(args) -> bool:
+def _has_empty_py(args) -> bool:
+    """_has_empty the Python way (the C++ one's cases it leaves to Python: subclasses, symbolic sizes)."""
     for a in args:
         if isinstance(a, torch.Tensor):
             if a.numel() == 0 and a.device.type == "ttnn":
@@ -541,6 +568,10 @@ def _has_empty(args) -> bool:
                 isinstance(x, torch.Tensor) and x.numel() == 0 and x.device.type == "ttnn" for x in a):
             return True
     return False
+
+
+_has_empty = _tensor._NATIVE.has_empty  # a ttnn tensor with no elements in args (csrc/tensor.cpp), else
+_tensor._NATIVE.set_slow_empty(_has_empty_py)  # _has_empty_py for the cases it leaves to Python
 
 
 # lowerings that take zero-size inputs themselves: cat skips them; factories read only their shape and dtype;

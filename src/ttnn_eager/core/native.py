@@ -5,7 +5,8 @@
                  device guard (N devices, a per-thread current device); `count()` answers the device count
                  when it cannot be known without ttnn (a card: asked once, at the first use that needs it)
     current_device() / set_current_device(i)   the calling thread's current device (the guard's)
-    tensors()    the extension module of csrc/tensor.cpp: new_tensor, alias (core/tensor.py, core/dispatch.py)
+    tensors()    the extension module of csrc/tensor.cpp: new_tensor, alias, handle, view, has_empty (core/tensor.py,
+                 core/dispatch.py: the per-op path's tensor making and look-ups)
 
 Why C++ at all (docs/design/platform.md): PyTorch asks a device for a pinned-memory allocator and for its
 device count through C++ virtual functions that the Python registration (torch._C._acc) does not forward --
@@ -146,7 +147,8 @@ def set_device_count(n: int) -> None:
 
 @functools.cache
 def tensors():
-    """The extension module of csrc/tensor.cpp (`new_tensor`, `alias`: the tensors made on every op's path),
+    """The extension module of csrc/tensor.cpp (`new_tensor`, `alias`, `view`: the tensors made on every op's path;
+    `handle`, `has_empty`: the look-ups every op makes of its arguments),
     loaded from the same library: METH_FASTCALL functions, called with the GIL held, their errors raised."""
     import importlib.machinery
     import importlib.util

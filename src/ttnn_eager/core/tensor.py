@@ -2,7 +2,8 @@
 
     new_tensor(handle)   a new ttnn tensor holding `handle` (device.api.Handle), contiguous, with its own storage
     handle_of(t)         the Handle of a ttnn tensor: its storage's base Handle, or the Handle of the view it is
-    maybe_handle(x)      handle_of(x) for a ttnn tensor, None for anything else (the dispatcher's one check)
+    maybe_handle(x)      handle_of(x) for a ttnn tensor, None for anything else (the dispatcher's one check; in C++:
+                         csrc/tensor.cpp's handle, which leaves subclasses and views not seen yet to _maybe_handle)
     is_ttnn(x)           x is a tensor on a ttnn device
     TtnnTensor           not a class of tensors any more: `isinstance(x, ttnn_eager.TtnnTensor)` is is_ttnn(x)
 
@@ -63,13 +64,13 @@ def new_tensor(h) -> torch.Tensor:
     shape = h.shape
     dtype = h.dtype
     nbytes = shape.numel() * dtype.itemsize
-    return _native().new_tensor(shape, dtype, h.index, _address(nbytes), nbytes, h)
+    return _NATIVE.new_tensor(shape, dtype, h.index, _address(nbytes), nbytes, h)
 
 
 def alias(base: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
     """A tensor on base's storage with this geometry, as as_strided's device-generic CPU kernel makes it (the
     alias a view op returns: dispatch._aliases_of), in one call of the C++ part."""
-    return _native().alias(base._cdata, sizes, strides, offset)
+    return _NATIVE.alias(base._cdata, sizes, strides, offset)
 
 
 @functools.cache
@@ -89,8 +90,9 @@ def reset(t: torch.Tensor, h) -> torch.Tensor:
 derive_view = None  # (base Handle, tensor) -> the Handle of an alias with a geometry not seen before: dispatch's
 
 
-def maybe_handle(x):
-    """The Handle of a ttnn tensor, None for any other object."""
+def _maybe_handle(x):
+    """The Handle of a ttnn tensor, None for any other object (the Python way: maybe_handle's cases that the
+    C++ lookup leaves to it)."""
     if not isinstance(x, torch.Tensor):
         return None
     try:
@@ -103,6 +105,12 @@ def maybe_handle(x):
     if x.dtype is h.dtype and x.storage_offset() == 0 and x.shape == h.shape and x.is_contiguous():
         return h
     return _view_handle(x, s, h)
+
+
+_NATIVE = _native()
+maybe_handle = _NATIVE.handle  # The Handle of a ttnn tensor, None for any other object: csrc/tensor.cpp's
+_NATIVE.set_slow(_maybe_handle)  # handle() for plain tensors whose geometry is the base's or a view's seen
+# before (one C call, no Python frame), else _maybe_handle
 
 
 def handle_of(t: torch.Tensor):
