@@ -166,8 +166,10 @@ def test_dynamo_does_not_trace_the_backends_own_code_in_a_graph_break():
             ttnn_eager.reset_stats()
             got = fast(x.to(DEV))
     assert trace_rules.check_file(factory.__file__).skipped
-    import ttnn.operations.core  # the ttnn library's Python too (the mock's golden functions: dbrx compiled them)
-    assert trace_rules.check_file(ttnn.operations.core.__file__).skipped
+    import importlib.util
+    import os
+    ttnn_dir = os.path.dirname(importlib.util.find_spec("ttnn").origin)  # the ttnn library's Python too (the
+    assert trace_rules.check_file(os.path.join(ttnn_dir, "operations", "core.py")).skipped  # mock's golden functions)
     assert sum(counters["graph_break"].values()) == 1, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 2
     assert ttnn_eager.stats()["ttnn_ops"] <= eager_ops
