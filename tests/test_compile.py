@@ -566,3 +566,23 @@ def test_a_tensor_assert_in_a_graph_is_checked_after_it_and_the_graph_replayed()
     torch._dynamo.reset()
     with pytest.raises(RuntimeError, match="non-negative"):
         torch.compile(f, backend="ttnn", fullgraph=True)(dx, torch.tensor([[0, -1, 2, 3]] * 3).to(DEV))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_an_interpolate_in_a_graph_gathers_on_the_device(mode):
+    """PyTorch's traced decompositions of interpolate gather with aten._unsafe_index (index without the bounds
+    check), which ran on the CPU fallback compiled only (conditional_detr, pixio, sam_hq_vision_model, vilt): it
+    is aten.index's lowering now: no fallback, the graph replayed, the CPU's values."""
+    kw = {} if mode == "nearest" else {"align_corners": False}
+
+    def f(t):
+        return F.interpolate(t, size=(12, 12), mode=mode, **kw)
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    g = torch.compile(f, backend="ttnn", fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            ttnn_eager.reset_stats()
+            got = g(x.to(DEV))
+    stats = ttnn_eager.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_replays"] == 1, stats
+    assert pcc(got.cpu(), f(x)) >= 0.999

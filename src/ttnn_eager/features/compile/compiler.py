@@ -54,7 +54,7 @@ def _compiler(kind: str, opts: dict):
             gm.recompile()
         if opts["fuse"]:
             passes.run(gm, example_inputs)
-        if views_as_values(gm) + fold_constants(gm):
+        if views_as_values(gm) + unsafe_index_as_index(gm) + fold_constants(gm):
             gm.recompile()
         on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
         return Replayed(gm, kind, replay=opts["replay"] and on_device, checks=checks)
@@ -127,6 +127,21 @@ def views_as_values(gm) -> int:
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten.view.default:
             node.target = torch.ops.aten._unsafe_view.default
+            done += 1
+    return done
+
+
+# aten._unsafe_index is index without the bounds check: PyTorch's traced decompositions of interpolate (nearest,
+# bilinear, bicubic: upsample_*) gather with it, their indices in range by construction. Eager mode runs the
+# upsample kernels' own lowerings; in a graph _unsafe_index ran on the CPU fallback (a host read: the graph not
+# captured; conditional_detr, pixio, sam_hq_vision_model, sam3_lite_text_text_model, vilt). It is aten.index.Tensor's
+# lowering, same arguments, same result.
+def unsafe_index_as_index(gm) -> int:
+    """gm's aten._unsafe_index.Tensor nodes as aten.index.Tensor; how many."""
+    done = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._unsafe_index.Tensor:
+            node.target = torch.ops.aten.index.Tensor
             done += 1
     return done
 
