@@ -148,7 +148,7 @@ def test_dynamo_does_not_trace_the_backends_own_code_in_a_graph_break():
     """The eager code of a graph break runs the backend's Python (the .item() kernel, the device layer); Dynamo's
     frame hook tried to trace it as the model's code (video_llama_3_vision compiled: 77 graph breaks and 635 TT-NN
     ops against eager's 398; with the package skipped, 15 breaks and 392 ops). Only the model's own break is
-    counted, two graphs, and compiled is not more TT-NN ops than eager."""
+    counted, two graphs, and compiled is not more TT-NN ops than eager. ttnn's own Python is skipped alike."""
     from torch._dynamo import trace_rules
     from torch._dynamo.utils import counters
     import ttnn_eager.lowerings.factory as factory
@@ -166,6 +166,10 @@ def test_dynamo_does_not_trace_the_backends_own_code_in_a_graph_break():
             ttnn_eager.reset_stats()
             got = fast(x.to(DEV))
     assert trace_rules.check_file(factory.__file__).skipped
+    import importlib.util
+    import os
+    ttnn_dir = os.path.dirname(importlib.util.find_spec("ttnn").origin)  # the ttnn library's Python too (the
+    assert trace_rules.check_file(os.path.join(ttnn_dir, "operations", "core.py")).skipped  # mock's golden functions)
     assert sum(counters["graph_break"].values()) == 1, dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 2
     assert ttnn_eager.stats()["ttnn_ops"] <= eager_ops
@@ -598,3 +602,51 @@ def test_what_a_graph_computes_from_its_own_constants_is_computed_once():
     with torch.no_grad(), ttnn_eager.record_ops() as eager:
         fn(x.to(DEV))
     assert eager.ttnn["erfinv"] == 1 and sum(recs[1].ttnn.values()) < sum(eager.ttnn.values())
+
+
+def test_a_tensor_assert_in_a_graph_is_checked_after_it_and_the_graph_replayed():
+    """one_hot's traced decomposition checks its classes with aten._assert_async (all(x >= 0), all(x < n));
+    in the graph it was a host read on the CPU fallback, so dbrx's and switch_transformers' router graphs ran
+    eagerly at every call. The conditions are outputs of the graph now, read after each call: no fallback, the
+    graph replayed, the result the CPU's; a failing assert raises, captured or replayed."""
+    def f(x, idx):
+        return x * F.one_hot(idx, 5).float()
+    torch.manual_seed(0)
+    x, idx = torch.randn(3, 4, 5), torch.randint(0, 5, (3, 4))
+    g = torch.compile(f, backend="ttnn", fullgraph=True)
+    dx = x.to(DEV)
+    for _ in range(3):
+        ttnn_eager.reset_stats()
+        got = g(dx, idx.to(DEV))
+    stats = ttnn_eager.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_replays"] == 1 and stats["compiled_eager_calls"] == 0, stats
+    assert (got.cpu() - f(x, idx)).abs().max() <= 0.02
+    ttnn_eager.reset_stats()
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        g(dx, torch.tensor([[0, 1, 2, 7]] * 3).to(DEV))
+    assert ttnn_eager.stats()["graph_replays"] == 1  # (checked after the replay)
+    assert (g(dx, idx.to(DEV)).cpu() - f(x, idx)).abs().max() <= 0.02
+    # (a negative integer input is another device dtype: a new capture, so a new compile here; its first call)
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.compile(f, backend="ttnn", fullgraph=True)(dx, torch.tensor([[0, -1, 2, 3]] * 3).to(DEV))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_an_interpolate_in_a_graph_gathers_on_the_device(mode):
+    """PyTorch's traced decompositions of interpolate gather with aten._unsafe_index (index without the bounds
+    check), which ran on the CPU fallback compiled only (conditional_detr, pixio, sam_hq_vision_model, vilt): it
+    is aten.index's lowering now: no fallback, the graph replayed, the CPU's values."""
+    kw = {} if mode == "nearest" else {"align_corners": False}
+
+    def f(t):
+        return F.interpolate(t, size=(12, 12), mode=mode, **kw)
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    g = torch.compile(f, backend="ttnn", fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            ttnn_eager.reset_stats()
+            got = g(x.to(DEV))
+    stats = ttnn_eager.stats()
+    assert stats["fallbacks"] == 0 and stats["graph_replays"] == 1, stats
+    assert pcc(got.cpu(), f(x)) >= 0.999

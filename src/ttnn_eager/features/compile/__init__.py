@@ -29,12 +29,16 @@ _skipped = False
 # calls, the device layer -- which Dynamo then tried to trace as if it were the model's code: graph breaks in
 # core/tensor.py, lowerings/factory.py, device/api.py (siglip2's vision model: 22 graph breaks, 8 of them in
 # this package), graphs made of a lowering's insides, compile time. PyTorch's own files are skipped alike
-# (trace_rules' SKIP_DIRS); this package joins them. (Model code calling this package's Python API inside a
-# compiled function: a graph break there, as for any skipped function.)
+# (trace_rules' SKIP_DIRS); this package joins them, and so does the ttnn library the device layer calls (its
+# Python: op wrappers, and on the mock the golden functions of shadow execution -- dbrx compiled: Dynamo compiled
+# ttnn's reshape golden function until its recompile limit). (Model code calling this package's Python API inside
+# a compiled function: a graph break there, as for any skipped function.)
 def skip_in_dynamo() -> None:
-    """This package's files skipped by Dynamo's frame hook (once; imports Dynamo: torch.compile's time)."""
+    """This package's files and ttnn's skipped by Dynamo's frame hook (once; imports Dynamo: torch.compile's
+    time; ttnn's location is found without importing it)."""
     global _skipped
     if not _skipped:
         import torch._dynamo.trace_rules as trace_rules
         trace_rules.add(__name__.split(".")[0])
+        trace_rules.add("ttnn")
         _skipped = True

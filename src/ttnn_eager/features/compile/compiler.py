@@ -49,15 +49,43 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
 
 def _compiler(kind: str, opts: dict):
     def compile_graph(gm, example_inputs):
-        if whole_ops(gm):
+        checks = asserts_as_outputs(gm)
+        if whole_ops(gm) or checks:
             gm.recompile()
         if opts["fuse"]:
             passes.run(gm, example_inputs)
-        if views_as_values(gm) + fold_constants(gm):
+        if views_as_values(gm) + unsafe_index_as_index(gm) + fold_constants(gm):
             gm.recompile()
         on_device = any(ttensor.is_ttnn(x) for x in example_inputs)
-        return Replayed(gm, kind, replay=opts["replay"] and on_device)
+        return Replayed(gm, kind, replay=opts["replay"] and on_device, checks=checks)
     return compile_graph
+
+
+# aten._assert_async(cond, msg) in a graph: PyTorch's traced decompositions check a tensor's values with it where
+# eager mode's C++ kernel reads them on the host or leaves them to the device (one_hot's Python decomposition:
+# all(x >= 0), all(x < classes); dbrx's and switch_transformers' routers). Inductor lowers it to a device-side
+# assert; TT-NN has none, and in the graph it is a host read of the condition (the CPU fallback, as eager mode
+# runs it on a ttnn tensor), which a capture refuses: the graph ran eagerly at every call. It is a check on
+# data, not on shapes Dynamo guards, so it cannot be dropped. The condition becomes an output of the graph
+# instead, and the compiled callable reads it after each call (eager, captured or replayed) and raises
+# RuntimeError(msg) when it is false -- CPU's _assert_async, one small device-to-host read a call, after the
+# graph; the replay stays whole. What the graph computed before the check is returned by no one.
+_ASSERTS = (torch.ops.aten._assert_async.msg, torch.ops.aten._assert_async.default)
+
+
+def asserts_as_outputs(gm) -> list:
+    """gm's _assert_async nodes removed, their conditions appended to its outputs (in order); their messages."""
+    messages = []
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _ASSERTS:
+            cond = node.args[0]
+            messages.append(node.args[1] if len(node.args) > 1 else node.kwargs.get("assert_msg",
+                                                                                    "Expected Tensor with single nonzero value, but got zero"))
+            outputs = out.args[0]
+            out.args = ((*outputs, cond) if isinstance(outputs, (tuple, list)) else (outputs, cond),)
+            gm.graph.erase_node(node)
+    return messages
 
 
 # Library ops that stand, under torch.compile only, for an aten op the backend lowers whole, as eager mode runs it:
@@ -99,6 +127,21 @@ def views_as_values(gm) -> int:
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten.view.default:
             node.target = torch.ops.aten._unsafe_view.default
+            done += 1
+    return done
+
+
+# aten._unsafe_index is index without the bounds check: PyTorch's traced decompositions of interpolate (nearest,
+# bilinear, bicubic: upsample_*) gather with it, their indices in range by construction. Eager mode runs the
+# upsample kernels' own lowerings; in a graph _unsafe_index ran on the CPU fallback (a host read: the graph not
+# captured; conditional_detr, pixio, sam_hq_vision_model, sam3_lite_text_text_model, vilt). It is aten.index.Tensor's
+# lowering, same arguments, same result.
+def unsafe_index_as_index(gm) -> int:
+    """gm's aten._unsafe_index.Tensor nodes as aten.index.Tensor; how many."""
+    done = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._unsafe_index.Tensor:
+            node.target = torch.ops.aten.index.Tensor
             done += 1
     return done
 

@@ -87,7 +87,7 @@ class _Eager:
 class Replayed:
     """The callable a compiled aten graph becomes."""
 
-    def __init__(self, gm: torch.fx.GraphModule, kind: str, replay: bool = True):
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, replay: bool = True, checks=()):
         # called with one list of the arguments (aot_autograd's boxed convention; an instance attribute, so
         # that the wrappers Dynamo puts around a backward's compiled graph carry it over)
         self._boxed_call = True
@@ -95,12 +95,23 @@ class Replayed:
         self.states: dict = {}
         self.last = None  # the capture the last replay used (a call like it is replayed without a signature)
         self.mutated = _mutated_inputs(gm)
+        self.checks = list(checks)  # the messages of the graph's last outputs, conditions (compiler.asserts_as_outputs)
 
     @property
     def eager_reasons(self) -> list:
         return [s.reason for s in self.states.values() if type(s) is _Eager]
 
     def __call__(self, *args):
+        out = self._call(*args)
+        if not self.checks:
+            return out
+        n = len(self.checks)
+        for cond, msg in zip(out[-n:], self.checks):
+            if not bool(cond):  # (a host read: after the graph, replayed or not)
+                raise RuntimeError(msg)
+        return type(out)(out[:-n])
+
+    def _call(self, *args):
         # aot_autograd calls a boxed callable with one list of the arguments (the forward), or unboxed
         args = list(args[0]) if len(args) == 1 and type(args[0]) is list else list(args)
         if not self.replay:
