@@ -181,6 +181,9 @@ UNREACHED = {
         lambda c, p, t, hd: ((c, _randn(1, 4, 2, hd), p, t), {}))(*_paged(d)),
     _fused.ops.paged_attention_decode.default: lambda d: (
         lambda c, p, t, hd: ((_randn(1, 4, 4, hd), c, c * 0.5, p, t, hd ** -0.5), {}))(*_paged(d)),
+    _fused.ops.cache_update.default: lambda d: (  # a static cache's decode-step row at a 0-d position
+        (_randn(d.batch, d.heads, d.seq, d.hidden // d.heads), _randn(d.batch, d.heads, 1, d.hidden // d.heads),
+         torch.tensor(d.seq // 3)), {}),
     torch.ops.aten._native_batch_norm_legit_no_training.default: lambda d: (
         (_randn(*d.activation(4)), _randn(d.heads), _randn(d.heads), _randn(d.heads), _randn(d.heads).abs() + 0.5,
          0.1, 1e-5), {}),
