@@ -17,6 +17,8 @@ CUDA, and a replay is what a ttnn trace is).
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ...core import tensor as ttensor
@@ -42,9 +44,49 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
     compilers = {kind: _compiler(kind, opts) for kind in ("forward", "backward", "inference")}
     # keep_inference_input_mutations: a write into an input (a static KV cache's index_copy_) stays in the
     # graph, so it is captured and replayed with the rest instead of running as a copy_ after every call
-    return aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
-                        inference_compiler=compilers["inference"],
-                        keep_inference_input_mutations=True)(gm, example_inputs)
+    with kept_whole():  # (aot_autograd traces here: the forward, inference or joint graph)
+        return aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
+                            inference_compiler=compilers["inference"],
+                            keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+# Ops the backend lowers whole that aot_autograd's tracing would decompose: PyTorch registers Python
+# decompositions of the upsample ops as their Autograd and CompositeImplicitAutograd kernels (py_impl,
+# torch/_decomp/decompositions.py), which the Python dispatcher runs while aot_autograd traces, whatever the
+# decomposition table -- F.interpolate became index gathers and their arithmetic (bilinear 8x8 -> 12x12: 30
+# TT-NN ops compiled against 5 eagerly, bicubic 116 against 5; pixio 2.7x eager's ops). Eager mode runs the C++
+# kernels: the .vec overload F.interpolate calls computes the output size and calls the .default one, which
+# has a lowering (lowerings/upsample.py: one matmul per axis, or views, or gathers of nearest). While the
+# backend traces, those Python kernels are set aside (the way torch.export keeps the composite ops it is asked
+# to preserve, exported_program._override_composite_implicit_decomp) and the C++ ones run: the graph holds
+# the .default op, and a backward graph its C++ derivative (upsample_*_backward), as eager mode's autograd.
+# (The trace runs under Dynamo's compile lock; the kernels are put back and the dispatch caches cleared after.)
+def _keep_whole_ops() -> tuple:
+    aten = torch.ops.aten
+    return (aten.upsample_nearest1d.default, aten.upsample_nearest1d.vec, aten.upsample_nearest2d.default,
+            aten.upsample_nearest2d.vec, aten.upsample_nearest3d.default, aten.upsample_nearest3d.vec,
+            aten.upsample_linear1d.vec, aten.upsample_bilinear2d.default, aten.upsample_bilinear2d.vec,
+            aten.upsample_bicubic2d.default, aten.upsample_bicubic2d.vec)
+
+
+@contextlib.contextmanager
+def kept_whole():
+    """While it lasts, the Python decompositions (Autograd, CompositeImplicitAutograd py_kernels) of the ops of
+    _keep_whole_ops are set aside: a trace records those ops whole."""
+    import torch._decomp.decompositions  # noqa: F401  (registers them: before they are set aside)
+    from torch._C import DispatchKey
+    keys = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
+    saved = {op: {k: op.py_kernels[k] for k in keys if k in op.py_kernels} for op in _keep_whole_ops()}
+    try:
+        for op, kernels in saved.items():
+            for k in kernels:
+                del op.py_kernels[k]
+            op._dispatch_cache.clear()
+        yield
+    finally:
+        for op, kernels in saved.items():
+            op.py_kernels.update(kernels)
+            op._dispatch_cache.clear()
 
 
 def _compiler(kind: str, opts: dict):
