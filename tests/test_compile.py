@@ -632,6 +632,46 @@ def test_a_tensor_assert_in_a_graph_is_checked_after_it_and_the_graph_replayed()
         torch.compile(f, backend="ttnn", fullgraph=True)(dx, torch.tensor([[0, -1, 2, 3]] * 3).to(DEV))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "nearest_other_size", "bilinear", "bicubic"])
+def test_an_interpolate_in_a_graph_is_the_one_upsample_lowering_of_eager_mode(mode):
+    """PyTorch's Python decompositions of the upsample ops (py_impl at Autograd / CompositeImplicitAutograd) ran
+    while aot_autograd traced, whatever the decomposition table: interpolate became index gathers and their
+    arithmetic (bicubic 8x8 -> 12x12: 116 TT-NN ops compiled against eager's 5; the source coordinates computed
+    in bfloat16 on the device: sam3_lite_text_text_model's Pearson 0.974). The backend traces them whole
+    (compiler.kept_whole): one upsample op in the graph, no more TT-NN ops than eager mode, the CPU's values,
+    the graph replayed, and PyTorch's decompositions back in place after compiling."""
+    from torch._C import DispatchKey
+    size = (12, 12) if mode != "nearest" else (16, 16)
+    kw = {"align_corners": False} if mode in ("bilinear", "bicubic") else {}
+    real = "nearest" if mode.startswith("nearest") else mode
+
+    def f(t):
+        return F.interpolate(t, size=size, mode=real, **kw) * 2
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    want = f(x)
+    g = torch.compile(f, backend="ttnn", fullgraph=True)
+    with torch.no_grad(), ttnn_eager.strict():
+        for _ in range(3):
+            ttnn_eager.reset_stats()
+            with ttnn_eager.record_ops() as rec:
+                got = g(x.to(DEV))
+        with ttnn_eager.record_ops() as eager:
+            f(x.to(DEV))
+    stats = ttnn_eager.stats()
+    op = {"nearest": "upsample_nearest2d", "bilinear": "upsample_bilinear2d", "bicubic": "upsample_bicubic2d"}[real]
+    assert stats["graph_replays"] == 1 and not rec.fallbacks, stats
+    assert sum(rec.ttnn.values()) <= sum(eager.ttnn.values()), (dict(rec.ttnn), dict(eager.ttnn))
+    assert not rec.ttnn["embedding"] and not rec.ttnn["gather"] or real == "nearest", dict(rec.ttnn)
+    assert pcc(got.cpu(), want) >= 0.999
+    assert float((got.cpu() - want).abs().max()) <= 0.02 * float(want.abs().max())
+    # the first call ran the graph through the lowerings: one upsample op
+    torch._dynamo.reset()
+    with torch.no_grad(), ttnn_eager.record_ops() as first:
+        torch.compile(f, backend="ttnn", fullgraph=True)(x.to(DEV))
+    assert first.aten[f"aten.{op}.default"] == 1 and not first.aten["aten.index.Tensor"], dict(first.aten)
+    assert DispatchKey.Autograd in getattr(torch.ops.aten, op).default.py_kernels  # (put back)
+
+
 @pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
 def test_an_interpolate_in_a_graph_gathers_on_the_device(mode):
     """PyTorch's traced decompositions of interpolate gather with aten._unsafe_index (index without the bounds
