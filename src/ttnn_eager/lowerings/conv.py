@@ -856,6 +856,8 @@ def add_act(a, b, activation):
 # to [0, 6]) or SiLU of that returns one with the activation (conv2d's, or the taps' bias add's). Any other
 # reader of a deferred handle -- a lowering, a view, an in-place write, a download, a shadow read, a graph
 # capture -- reads its `tt`, which runs it first (base.Handle.force): conv_bn_act, or the plain convolution.
+# A residual add of a deferred convolution (alpha 1, the other operand of its shape and storage) is deferred too
+# (DeferredAdd), so that a ReLU/ReLU6/SiLU of the sum makes it add_act (one ttnn.add with the activation).
 # So conv -> bn -> relu is one ttnn.conv2d, and a convolution's result read again after its batch norm used it
 # runs the convolution then as well (one more conv2d: correct, not cheaper). The deferred computation holds its
 # own handles: the input as it was (x.shared(): in-place writes replace a device tensor, never modify one
@@ -906,9 +908,10 @@ def _defers(x, weight, bias, stride, padding, dilation, transposed, groups) -> b
     return min(sizes) >= 1 and _fused_route(x, weight, stride, padding, dilation, groups) is not None
 
 
-def _deferred(d: Deferred, like) -> api.Handle:
-    """A handle whose value is d's, computed at its first reading (base.Handle.pending)."""
-    h = api.Handle(None, None, like.dtype, d.shape, like.index)
+def _deferred(d, like, shape=None) -> api.Handle:
+    """A handle whose value is d's (a Deferred's, or `shape` if given), computed at its first reading
+    (base.Handle.pending)."""
+    h = api.Handle(None, None, like.dtype, d.shape if shape is None else shape, like.index)
     h.pending = d
     return h
 
@@ -943,9 +946,42 @@ def fuse_batch_norm(x, weight, bias, running_mean, running_var, training, moment
     return None if training else _fold_batch_norm(x, weight, bias, running_mean, running_var, eps)
 
 
+class DeferredAdd:
+    """a + b (a deferred convolution's value, a handle of its shape and storage), and the activation of the sum,
+    not yet run: add_act, or the add alone."""
+
+    __slots__ = ("a", "b", "activation", "result")
+
+    def __init__(self, a: Deferred, b, activation=None):
+        self.a, self.b, self.activation, self.result = a, b, activation, None
+
+    def run(self) -> api.Handle:
+        if self.result is None:
+            from .elementwise import add
+            a = self.a.run()
+            out = add(a, self.b) if self.activation is None else add_act(a, self.b, self.activation)
+            self.result, self.a, self.b = out, None, None
+        return self.result
+
+
+@fusion(aten.add.Tensor)
+def fuse_add(a, b, alpha=1):
+    d = a.pending
+    if (type(d) is not Deferred or alpha != 1 or type(b) is not api.Handle or b is a or b.shape != a.shape
+            or b.dtype != a.dtype or torch.is_grad_enabled()):
+        return None
+    b = b.shared()  # (its value now: a deferred b is computed here)
+    if b.layout != api.TILE or b.tt_dtype != d.x.tt_dtype:
+        return None
+    return _deferred(DeferredAdd(d, b), a, a.shape)
+
+
 def _fold_activation(x, activation):
-    """activation of a deferred convolution with its batch norm folded in and no activation yet."""
+    """activation of a deferred convolution with its batch norm folded in and no activation yet, or of a
+    deferred residual add."""
     d = x.pending
+    if type(d) is DeferredAdd and d.activation is None:
+        return _deferred(DeferredAdd(d.a, d.b, activation), x, x.shape)
     if type(d) is not Deferred or len(d.params) != 6 or d.activation is not None:
         return None
     return _deferred(d.folded(activation=activation), x)
