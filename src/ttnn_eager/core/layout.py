@@ -1077,12 +1077,17 @@ def packs_matrix(out_channels: int, in_channels: int, bias: bool, index: int) ->
     return prepared_form > PACKED_MATRIX_RATIO * packed
 
 
+def matrix_transposed(o: int, i: int) -> bool:
+    """Whether a matrix [O, I] is packed transposed ([I, O]): whichever pads fewer columns to whole tiles."""
+    return (_whole_tiles(i) - i) * o > (_whole_tiles(o) - o) * i
+
+
 def pack_matrix(h: api.Handle) -> tuple:
     """A matrix h [O, I, 1, ...] (a 1x1 convolution's kernel, staged) as (device tensor, transpose_b) for the
     matmul x @ h^T: a block of a pack (packed), stored [O, I] (transpose_b=True) or [I, O], whichever pads
     fewer columns to whole tiles."""
     o, i = h.shape[0], h.shape[1:].numel()
-    transposed = (_whole_tiles(i) - i) * o > (_whole_tiles(o) - o) * i
+    transposed = matrix_transposed(o, i)
     form = packed(h, ("matrix",), lambda v: v.reshape(o, i).t() if transposed else v.reshape(o, i))
     return form, not transposed
 

@@ -673,11 +673,10 @@ def col2im(x, output_size, kernel_size, dilation, padding, stride):
 
 # ----------------------------------------------------------------------------------------------- fused (compile)
 # Fused ops of vision graphs, put in place of their patterns by torch.compile's passes
-# (features/compile/vision.py); eager mode never sees them. Their meaning (CPU and Meta kernels) is PyTorch's
-# composition. Why not in eager mode: a convolution's output is a tensor the program may still read when the
-# batch norm after it runs, so folding the norm into the convolution's weight (or giving it the ReLU) would need
-# the convolution to wait for its next op -- a lazy value every reader of a handle (views, the CPU fallback's
-# download, graph capture) would have to force -- or to run twice; in a graph the users of each value are known.
+# (features/compile/vision.py); their meaning (CPU and Meta kernels) is PyTorch's composition. Eager mode runs
+# the same lowerings when a batch norm and activation fold into a deferred convolution ("eager fusion", at the
+# end of this module): in a graph the users of each value are known; eagerly the convolution waits for its first
+# reader instead.
 #
 #   conv_bn_act(x, w, b, stride, padding, dilation, groups, bn_w, bn_b, mean, var, eps, activation)
 #       activation(batch_norm_eval(conv2d(x, w, b)))  -> one ttnn.conv2d: the eval batch norm folded into the
@@ -756,7 +755,35 @@ def _folded_taps(weight, bias, parts, eps, groups: int):
                 versions)
 
     taps, row, _ = policy.prepared(weight, ("taps_bn", groups, float(eps)), make, stale=lambda f: f[2] != versions)
+    _release(bias, *parts)
     return tuple(f if type(f) is api.Handle else policy.unpack(f) for f in (taps, row))
+
+
+def _folded_matrix(weight, bias, parts, eps):
+    """A small 1x1 convolution's kernel (as layout.pack_matrix stores it: [O, I] or transposed) and bias row with
+    the eval batch norm `parts` folded in (the kernel's rows times the scale, the shift as the bias), each a block
+    of a pack read back by one slice (made during a graph capture: alone in TILE), made once per parameter
+    versions. Returns (kernel, row, transpose_b) for matmul_handles."""
+    versions = tuple(None if p is None else p.version for p in (bias, *parts))
+    dtype = _pack_dtype(weight)
+    o, i = weight.shape[0], weight.shape[1:].numel()
+    transposed = policy.matrix_transposed(o, i)
+
+    def make(h):
+        scale, shift = _bn_fold(bias, parts, eps)
+        kernel = api.host_value(h).float().reshape(o, i) * scale.reshape(-1, 1)
+        block = kernel.t() if transposed else kernel
+        if api.recording is not None:
+            store = policy.parameter_storage(dtype)
+            return (api.upload(block.contiguous(), store, api.TILE, h.index, dtype=dtype),
+                    api.upload(shift.reshape(1, -1), store, api.TILE, h.index, dtype=dtype), versions)
+        return (policy.pack(block, h.index, dtype), policy.pack(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH),
+                versions)
+
+    kernel, row, _ = policy.prepared(weight, ("matrix_bn", float(eps)), make, stale=lambda f: f[2] != versions)
+    _release(bias, *parts)
+    kernel, row = (f if type(f) is api.Handle else policy.unpack(f) for f in (kernel, row))
+    return kernel, row, not transposed
 
 
 def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
@@ -779,15 +806,19 @@ def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
         return pw, pb, versions
 
     pw, pb, _ = policy.prepared(weight, key, make, stale=lambda form: form[2] != versions)
+    _release(bias, *parts)
     return pw, pb, config
 
 
-@lowering(torch.ops.ttnn_eager.conv_bn_act.default, ttnn=["conv2d", "to_layout", "reshape", "permute", "expand", "pad",
-                                                          "slice", "concat", "mul", "sum", "add"],
-          needs={"input": TILE_FLOAT_CL, "*": STAGED},
-          notes="compile only (features/compile/vision.py): eval batch norm folded into the prepared weight and "
-                "bias, relu/relu6/silu as conv2d's activation; depthwise and narrow grouped taps with the norm "
-                "folded into their packed kernel and bias row; other routes unfused")
+def _release(*params):
+    """Parameters folded into a prepared form staged back on the host (api.release, as batch norm's own fold
+    does): the form replaces them on the device; their values stay exact for any other reader."""
+    if api.recording is None:
+        for p in params:
+            if p is not None and p.tt is not None:
+                api.release(p)
+
+
 def _fused_route(x, weight, stride, padding, dilation, groups):
     """The route on which conv_bn_act folds a batch norm into the convolution x * weight (stride, padding and
     dilation pairs): "taps" (depthwise or narrow grouped taps of one batch: the folded packed kernel and bias
@@ -807,8 +838,28 @@ def _fused_route(x, weight, stride, padding, dilation, groups):
     return "conv2d"
 
 
+@lowering(torch.ops.ttnn_eager.conv_bn_act.default, ttnn=["conv2d", "to_layout", "reshape", "permute", "expand", "pad",
+                                                          "slice", "concat", "mul", "sum", "add"],
+          needs={"input": TILE_FLOAT_CL, "*": STAGED},
+          notes="compile only (features/compile/vision.py): eval batch norm folded into the prepared weight and "
+                "bias, relu/relu6/silu as conv2d's activation; depthwise and narrow grouped taps with the norm "
+                "folded into their packed kernel and bias row; other routes unfused")
 def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
                 running_var, eps, activation):
+    return _conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
+                        running_var, eps, activation)
+
+
+# ttnn.linear's fused activations (of conv_bn_act's: relu6 runs after it)
+_LINEAR_ACTIVATION = {"relu": "relu", "silu": "silu"}
+
+
+def _conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
+                 running_var, eps, activation, packed: bool = False):
+    """conv_bn_act; `packed` (eager fusion): a small 1x1 convolution whose conv2d form would take more than its
+    packed kernel (layout.packs_matrix, as the unfused convolution decides) is a linear of the folded packed
+    kernel and bias row (two slices and one ttnn.linear, the activation fused but relu6), so that eager fusion
+    keeps the unfused weight memory; compiled graphs keep one conv2d each (fewer ops)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"ttnn_eager.conv_bn_act: activation {activation!r} is not one of relu, relu6, silu")
     parts = (bn_weight, bn_bias, running_mean, running_var)
@@ -822,6 +873,13 @@ def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, b
         folded = _folded_taps(weight, bias, parts, eps, groups)
         return _conv_taps(x, weight, None, (kh, kw), stride, padding, dilation, oh, ow, groups=groups, folded=folded,
                           activation=activation)
+    if (packed and route == "conv2d" and _pointwise((kh, kw), stride, padding) and weight.host is not None
+            and policy.packs_matrix(o, c, True, x.index)):  # (the fused form has a bias)
+        kernel, row, transpose_b = _folded_matrix(weight, bias, parts, eps)
+        fused = _LINEAR_ACTIVATION.get(activation)
+        out = policy.channels_last(matmul_handles(policy.nhwc(x), kernel, transpose_b, row, activation=fused),
+                                   (n, o, oh, ow))
+        return out if fused is not None else _activate(out, activation)
     if route is None:
         from .batchnorm import native_batch_norm_legit_no_training
         out = _convolve(x, weight, bias, stride, padding, dilation, False, (0, 0), groups)
@@ -884,12 +942,13 @@ class Deferred:
     def run(self) -> api.Handle:
         """The value (computed at the first call; the same Handle after)."""
         if self.result is None:
-            weight, bias, *bn = (p if p is None or p.version == v else s
-                                 for p, v, s in zip(self.params, self.versions, self.snapshots))
+            weight, bias, *bn = [p if p is None or p.version == v else s
+                                 for p, v, s in zip(self.params, self.versions, self.snapshots)]
+            self.snapshots = None  # (the parameters' device buffers held by it alone: the fold releases them)
             stride, padding, dilation, groups = self.geometry
             if bn:
-                out = conv_bn_act(self.x, weight, bias, stride, padding, dilation, groups, *bn, self.eps,
-                                  self.activation)
+                out = _conv_bn_act(self.x, weight, bias, stride, padding, dilation, groups, *bn, self.eps,
+                                   self.activation, packed=True)
             else:
                 out = _convolve(self.x, weight, bias, stride, padding, dilation, False, (0, 0), groups)
             self.result, self.x, self.params, self.snapshots = out, None, None, None
