@@ -219,3 +219,27 @@ def test_an_unread_deferred_result_holds_no_device_memory():
         assert h.pending is not None and api.memory_used(0, "DRAM") == before
         z.cpu()
         assert h.pending is None and api.memory_used(0, "DRAM") > before
+
+
+def test_synchronize_and_graph_capture_compute_deferred_values_first():
+    """torch.ttnn.synchronize() waits for deferred work too; a graph capture computes a value deferred before it
+    first (its convolution is not recorded: the replay is the captured region's own op)."""
+    from ttnn_eager.core.tensor import handle_of
+    model = copy.deepcopy(_block(nn.ReLU())).to(DEV)
+    x = _x()
+    with torch.no_grad():
+        want = _block(nn.ReLU())(x)
+        dx = x.to(DEV)
+        z = model(dx)
+        assert handle_of(z).pending is not None
+        torch.ttnn.synchronize()
+        assert handle_of(z).pending is None
+        z = model(dx)
+        g = torch.ttnn.TTNNGraph()
+        with torch.ttnn.graph(g):
+            w = z * 2.0
+        assert handle_of(z).pending is None
+        ttnn_eager.reset_stats()
+        g.replay()
+        assert dict(counters.ttnn_by_op) == {"multiply": 1}, dict(counters.ttnn_by_op)
+    _close(w.cpu(), want * 2)

@@ -455,7 +455,7 @@ def _dispatch(func, args, kwargs):
         counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
-    if key in FUSIONS and (fused := _fuse(FUSIONS[key], args, kwargs)) is not None:
+    if key in FUSIONS and api.DEFERRED and (fused := _fuse(FUSIONS[key], args, kwargs)) is not None:
         return _wrap(fused)
     if entry.numbers and (int in map(type, args) or kwargs and int in map(type, kwargs.values())) \
             and _wide_number(args, kwargs):  # (only an int can be too wide)

@@ -4,6 +4,7 @@ look-ups in ttnn (an op by name, a tensor's shape)."""
 from __future__ import annotations
 
 import functools
+import weakref
 
 import torch
 
@@ -80,6 +81,13 @@ class Handle:
         self.pending = None
         self._shadow = value
 
+    def defer(self, pending) -> "Handle":
+        """This handle's value is now `pending`'s, computed at its first reading (see `pending`)."""
+        self._tt = self._shadow = self.root = None
+        self.pending = pending
+        DEFERRED.add(self)
+        return self
+
     def force(self) -> "Handle":
         """A deferred handle's value computed now (its pending run: the same result for every handle it was
         handed to); a no-op for any other handle."""
@@ -88,6 +96,7 @@ class Handle:
             out = pending.run()
             self._tt, self._shadow, self.root, self.bounds = out.tt, out.shadow, out.root, out.bounds
             self.pending = None
+            DEFERRED.discard(self)
         return self
 
     def shared(self) -> "Handle":
@@ -101,8 +110,8 @@ class Handle:
         """This handle now holds other's value: its device tensor (or staged host value), shadow and known
         value bounds. The prepared forms made from the old value are dropped."""
         if other.pending is not None:  # a deferred value stays deferred (dispatch.write of a fused result)
-            self._tt = self._shadow = None
-            self.pending, self.bounds, self.root = other.pending, other.bounds, None
+            self.defer(other.pending)
+            self.bounds = other.bounds
         else:
             self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
         self.host, self.forms = other.host, None
@@ -127,6 +136,17 @@ class Handle:
         else:
             where = "unwritten" if self.host is None else f"staged on the host, {self.host[1]}"
         return f"Handle(ttnn:{self.index}, {tuple(self.shape)}, {self.dtype}, {where})"
+
+
+DEFERRED = weakref.WeakSet()  # the live handles that were given a deferred value (Handle.defer)
+
+
+def force_deferred() -> None:
+    """Compute every deferred value now (before a graph capture: a value deferred outside it must not be
+    computed inside it, where its ops would be recorded)."""
+    for h in list(DEFERRED):
+        h.force()
+    DEFERRED.clear()
 
 
 def shape_of(tt) -> torch.Size:

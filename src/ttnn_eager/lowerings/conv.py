@@ -970,9 +970,7 @@ def _defers(x, weight, bias, stride, padding, dilation, transposed, groups) -> b
 def _deferred(d, like, shape=None) -> api.Handle:
     """A handle whose value is d's (a Deferred's, or `shape` if given), computed at its first reading
     (base.Handle.pending)."""
-    h = api.Handle(None, None, like.dtype, d.shape if shape is None else shape, like.index)
-    h.pending = d
-    return h
+    return api.Handle(None, None, like.dtype, d.shape if shape is None else shape, like.index).defer(d)
 
 
 def _conv_deferred(x, weight, bias, stride, padding, dilation, groups) -> api.Handle:
