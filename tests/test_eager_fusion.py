@@ -37,14 +37,14 @@ def _seeded(model: nn.Module) -> nn.Module:
     return model.eval()
 
 
-def _block(activation, kernel=3, groups=1, c=16, o=32):
+def _block(activation, kernel=3, groups=1, c=64, o=64):
     torch.manual_seed(0)
     o = c if groups > 1 else o
     return _seeded(nn.Sequential(nn.Conv2d(c, o, kernel, padding=kernel // 2, groups=groups, bias=groups > 1),
                                  nn.BatchNorm2d(o), activation))
 
 
-def _x(c=16, size=16, batch=1):
+def _x(c=64, size=16, batch=1):
     return torch.randn(batch, c, size, size, generator=torch.Generator().manual_seed(3))
 
 
@@ -74,7 +74,7 @@ def test_conv_bn_activation_is_one_conv2d(activation, kernel):
         want = model(x)
     got, by_op = _forward(copy.deepcopy(model).to(DEV), x.to(DEV))
     _close(got, want)
-    compute = {k: v for k, v in by_op.items() if k not in ("permute", "reshape", "slice")}
+    compute = {k: v for k, v in by_op.items() if k not in ("permute", "reshape", "to_layout", "slice")}
     if kernel == 3:  # one conv2d, the norm folded into its weight and bias, the activation its own
         assert compute == {"conv2d": 1}, by_op
     else:  # a small 1x1 convolution: a linear of the folded packed kernel and bias row (two slices); relu6 after
@@ -89,8 +89,20 @@ def test_conv_bn_activation_is_one_conv2d(activation, kernel):
     assert sum(by_off.values()) > 1 and "multiply" in by_off, by_off
 
 
+def test_a_small_kernel_is_not_folded_into_conv2d():
+    """A 3-channel stem's kernel is smaller than the prepared bias the fold would add (layout.folds_into_conv2d):
+    it runs unfused (conv2d, the norm's multiply and add, the activation), with PyTorch's values."""
+    model = _block(nn.ReLU(), 3, c=3, o=16)
+    x = _x(c=3)
+    with torch.no_grad():
+        want = model(x)
+    got, by_op = _forward(copy.deepcopy(model).to(DEV), x.to(DEV))
+    _close(got, want)
+    assert by_op["conv2d"] == 1 and by_op["multiply"] == 1 and by_op["relu"] == 1, by_op
+
+
 def test_depthwise_conv_bn_relu6_folds_into_the_taps():
-    model = _block(nn.ReLU6(inplace=True), 3, groups=16)
+    model = _block(nn.ReLU6(inplace=True), 3, groups=64)
     x = _x()
     with torch.no_grad():
         want = model(x)
@@ -184,9 +196,8 @@ def test_training_and_grad_mode_are_unchanged():
 def test_residual_add_and_relu_is_one_add():
     """A bottleneck's tail: conv -> bn, += identity, relu (torchvision's in-place ops) is one conv2d and one add."""
     model = _block(nn.Identity())
-    x = _x(c=32)
-    identity = torch.randn(1, 32, 16, 16, generator=torch.Generator().manual_seed(5))
-    model[0] = nn.Conv2d(32, 32, 3, padding=1, bias=False)
+    x = _x()
+    identity = torch.randn(1, 64, 16, 16, generator=torch.Generator().manual_seed(5))
     _seeded(model)
 
     def tail(m, x, identity):
@@ -201,7 +212,7 @@ def test_residual_add_and_relu_is_one_add():
         ttnn_eager.reset_stats()
         got = tail(dev, dx, di).cpu()
     _close(got, want)
-    compute = {k: v for k, v in counters.ttnn_by_op.items() if k not in ("permute", "reshape")}
+    compute = {k: v for k, v in counters.ttnn_by_op.items() if k not in ("permute", "reshape", "to_layout")}
     assert compute == {"conv2d": 1, "add": 1}, dict(counters.ttnn_by_op)
 
 

@@ -964,7 +964,13 @@ def _defers(x, weight, bias, stride, padding, dilation, transposed, groups) -> b
         return False
     stride, padding, dilation = _pair(stride, 2), _pair(padding, 2), _pair(dilation, 2)
     sizes = [_out_size(x.shape[2 + i], weight.shape[2 + i], stride[i], padding[i], dilation[i], 0, False) for i in (0, 1)]
-    return min(sizes) >= 1 and _fused_route(x, weight, stride, padding, dilation, groups) is not None
+    route = _fused_route(x, weight, stride, padding, dilation, groups) if min(sizes) >= 1 else None
+    if route != "conv2d":
+        return route is not None
+    o, c = weight.shape[0], x.shape[1]  # (folded as a packed matrix, or into conv2d where the bias costs little)
+    return ((_pointwise(tuple(weight.shape[2:]), stride, padding) and weight.host is not None
+             and policy.packs_matrix(o, c, True, x.index))
+            or policy.folds_into_conv2d(o, weight.shape[1:].numel(), bias is not None, x.index))
 
 
 def _deferred(d, like, shape=None) -> api.Handle:
