@@ -12,7 +12,7 @@ import torch.nn as nn
 import ttnn_eager
 from ttnn_eager import counters
 
-from conftest import pcc
+from conftest import pcc, run_python
 
 DEV = "ttnn:0"
 
@@ -254,3 +254,12 @@ def test_synchronize_and_graph_capture_compute_deferred_values_first():
         g.replay()
         assert dict(counters.ttnn_by_op) == {"multiply": 1}, dict(counters.ttnn_by_op)
     _close(w.cpu(), want * 2)
+
+
+def test_the_switch():
+    """configure(eager_fusion=) takes a bool; TTNN_EAGER_FUSION=0 turns it off for a process (on by default)."""
+    with pytest.raises(TypeError, match="eager_fusion"):
+        ttnn_eager.configure(eager_fusion="no")
+    code = "from ttnn_eager import config; print(config.settings['eager_fusion'])"
+    assert run_python(code, {"TTNN_EAGER_FUSION": "0"}).stdout.strip() == "False"
+    assert run_python(code, {"TTNN_EAGER_FUSION": ""}).stdout.strip() == "True"

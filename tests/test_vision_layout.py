@@ -159,7 +159,8 @@ def test_resnet50_op_count():
     # eager fusion (tests/test_eager_fusion.py): each batch norm and ReLU folded into its convolution, each residual
     # add and ReLU one add; 352 without it, 777 with a permute in and out of every convolution
     assert stats["ttnn_ops"] <= 150, by_op
-    assert "multiply" not in by_op and "relu" not in by_op, by_op
+    # (the 3-channel stem alone runs unfused: layout.folds_into_conv2d)
+    assert by_op.get("multiply", 0) == 1 and by_op.get("relu", 0) == 1, by_op
 
 
 def _resident(t) -> bool:
