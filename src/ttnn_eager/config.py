@@ -22,6 +22,10 @@
     train_dtype           "float32" (default) or "bfloat16": the device dtype of float32 parameters that
                           require grad, and of what is made like them (optimizer states). See layout.py and
                           docs/training.md: bfloat16 storage drops updates smaller than ~2^-8 of a weight.
+    eager_fusion          True (default): in eager mode, with autograd not recording, a convolution's result is
+                          deferred until its first reader, so that an eval batch norm and a ReLU/ReLU6/SiLU
+                          that read it first fold into its one ttnn.conv2d (lowerings/conv.py, docs/vision.md);
+                          False runs every op as it comes (TTNN_EAGER_FUSION=0)
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ settings = {
     "shadow_numerics": os.environ.get("TTNN_EAGER_SHADOW_NUMERICS", "hardware"),
     "train_dtype": os.environ.get("TTNN_EAGER_TRAIN_DTYPE", "float32"),
     "float64": os.environ.get("TTNN_EAGER_FLOAT64", "refuse"),
+    "eager_fusion": _env_bool("TTNN_EAGER_FUSION") is not False,
 }
 _UNSET = object()  # configure's "not given" for settings where None is a value (None: each op's default)
 
@@ -58,7 +63,7 @@ _UNSET = object()  # configure's "not given" for settings where None is a value 
 def configure(*, strict: bool | None = None, float32_storage: str | None = None,
               weight_dtype: str | None = None, math_fidelity=_UNSET, fp32_dest_acc=_UNSET, math_approx=_UNSET,
               shadow_numerics: str | None = None, train_dtype: str | None = None,
-              float64: str | None = None) -> dict:
+              float64: str | None = None, eager_fusion: bool | None = None) -> dict:
     """Change settings; returns the previous ones (pass them back to restore: `configure(**previous)`).
     math_fidelity, fp32_dest_acc and math_approx take None for "each op's own choice" (layout.COMPUTE)."""
     previous = dict(settings)
@@ -78,7 +83,9 @@ def configure(*, strict: bool | None = None, float32_storage: str | None = None,
         raise ValueError(f"train_dtype must be one of {_TRAIN_DTYPES}, not {train_dtype!r}")
     if float64 is not None and float64 not in _FLOAT64:
         raise ValueError(f"float64 must be one of {_FLOAT64}, not {float64!r}")
-    for key, value in (("strict", strict), ("float32_storage", float32_storage), ("weight_dtype", weight_dtype),
+    if eager_fusion is not None and not isinstance(eager_fusion, bool):
+        raise TypeError(f"eager_fusion must be True or False, not {eager_fusion!r}")
+    for key, value in (("strict", strict), ("eager_fusion", eager_fusion), ("float32_storage", float32_storage), ("weight_dtype", weight_dtype),
                        ("shadow_numerics", shadow_numerics), ("train_dtype", train_dtype), ("float64", float64)):
         if value is not None:
             settings[key] = value

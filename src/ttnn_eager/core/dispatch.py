@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_map
 from .. import config, counters
 from ..device import api, runtime
 from . import capture, decompositions, layout
-from .registry import BY_ID, COMPLEX_BY_ID, INVERSES, REGISTRY, Unfit, device_mismatch, late_entry, scatter_into
+from .registry import BY_ID, COMPLEX_BY_ID, FUSIONS, INVERSES, REGISTRY, Unfit, device_mismatch, late_entry, scatter_into
 from .registry import output_aliases as _aliases
 from . import tensor as _tensor
 from .tensor import add_view, handle_of, maybe_handle, new_tensor
@@ -455,6 +455,8 @@ def _dispatch(func, args, kwargs):
         counters.count_aten(func)
     if _has_empty(args) and (empty := _zero_size(entry, func, args, kwargs)) is not None:
         return empty
+    if key in FUSIONS and api.DEFERRED and (fused := _fuse(FUSIONS[key], args, kwargs)) is not None:
+        return _wrap(fused)
     if entry.numbers and (int in map(type, args) or kwargs and int in map(type, kwargs.values())) \
             and _wide_number(args, kwargs):  # (only an int can be too wide)
         return fallback(func, args, kwargs, reason=WIDE)
@@ -500,6 +502,26 @@ def _dispatch(func, args, kwargs):
         hargs, hkwargs = call.promoted(hargs, hkwargs)
     tt = None  # (a device tensor held by this frame would count as a second owner: api.sole_owner, release)
     return _invoke(entry, func, args, kwargs, hargs, hkwargs)
+
+
+def _fuse(fn, args, kwargs):
+    """An eager fusion's result (registry.FUSIONS) when the first argument is a deferred value, else None. The
+    fusion gets handles for the call's device tensors; a CPU tensor or a view's own device tensor among them
+    (to be refreshed) leaves the call to its lowering."""
+    h = maybe_handle(args[0]) if args else None
+    if h is None or h.pending is None:
+        return None
+    hargs = [h]
+    for a in (*args[1:], *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            a = maybe_handle(a)
+            if a is None or a.source is not None:
+                return None
+        hargs.append(a)
+    if kwargs:
+        hkwargs = dict(zip(kwargs, hargs[len(args):]))
+        return fn(*hargs[:len(args)], **hkwargs)
+    return fn(*hargs)
 
 
 def _invoke(entry, func, args, kwargs, hargs, hkwargs):

@@ -1064,11 +1064,10 @@ PACKED_MATRIX_RATIO = 1.05
 def packs_matrix(out_channels: int, in_channels: int, bias: bool, index: int) -> bool:
     """Whether a 1x1 convolution's kernel [O, I] (and bias [O]) is kept packed (pack_matrix, pack_row) rather
     than as conv2d's prepared weight and bias (see above)."""
-    o, i, banks = out_channels, in_channels, api.memory_views(index)["dram"]["banks"]
-    tile = api.buffer_bytes((api.TILE_SIZE, api.TILE_SIZE), api.BFLOAT16, api.TILE)
+    o, i = out_channels, in_channels
 
-    def pages(nbytes):  # a buffer of its own: whole tiles in every bank
-        return -(-nbytes // (tile * banks)) * tile * banks
+    def pages(nbytes):
+        return _pages(nbytes, index)
     prepared_form = pages(api.buffer_bytes((i, o), api.BFLOAT16, api.TILE))
     packed = min(o * _whole_tiles(i), i * _whole_tiles(o)) * 2
     if bias:
@@ -1077,12 +1076,45 @@ def packs_matrix(out_channels: int, in_channels: int, bias: bool, index: int) ->
     return prepared_form > PACKED_MATRIX_RATIO * packed
 
 
+def _pages(nbytes: int, index: int) -> int:
+    """The bytes a buffer of its own takes: whole tiles in every DRAM bank."""
+    banks = api.memory_views(index)["dram"]["banks"]
+    tile = api.buffer_bytes((api.TILE_SIZE, api.TILE_SIZE), api.BFLOAT16, api.TILE)
+    return -(-nbytes // (tile * banks)) * tile * banks
+
+
+# Eager fusion (lowerings/conv.py) folds a batch norm into a conv2d's prepared weight and a prepared bias
+# [1, 1, 32, O], in whole pages of every bank (at least 24 KiB) -- a buffer the unfused convolution does not
+# have when it has no bias of its own (the norm's scale and shift are packed rows). Beside a small kernel, a
+# stem's over 3 input channels, that doubles its bytes: mobilenet_v3_small's 16x3x3x3 stem took the model from
+# 1.097x to 1.102x its bfloat16 bytes at 64x64. Eager mode folds a convolution into conv2d only when the
+# prepared weight and bias take at most FOLD_RATIO times its prepared weight alone (ResNet's 3x3 kernels of 64
+# channels: 1.25x; any 3-channel stem: 2x, unfused).
+FOLD_RATIO = 1.5
+
+
+@functools.lru_cache(maxsize=None)
+def folds_into_conv2d(out_channels: int, kernel_elements: int, bias: bool, index: int) -> bool:
+    """Whether a convolution of `out_channels` kernels of `kernel_elements` each (in channels x kh x kw), with
+    or without a bias of its own, folds a batch norm into conv2d's prepared weight and bias (see above)."""
+    if bias:  # (its prepared bias is made either way)
+        return True
+    weight = _pages(api.buffer_bytes((kernel_elements, out_channels), api.BFLOAT16, api.TILE), index)
+    return weight + _pages(api.buffer_bytes((1, 1, 1, out_channels), api.BFLOAT16, api.TILE), index) \
+        <= FOLD_RATIO * weight
+
+
+def matrix_transposed(o: int, i: int) -> bool:
+    """Whether a matrix [O, I] is packed transposed ([I, O]): whichever pads fewer columns to whole tiles."""
+    return (_whole_tiles(i) - i) * o > (_whole_tiles(o) - o) * i
+
+
 def pack_matrix(h: api.Handle) -> tuple:
     """A matrix h [O, I, 1, ...] (a 1x1 convolution's kernel, staged) as (device tensor, transpose_b) for the
     matmul x @ h^T: a block of a pack (packed), stored [O, I] (transpose_b=True) or [I, O], whichever pads
     fewer columns to whole tiles."""
     o, i = h.shape[0], h.shape[1:].numel()
-    transposed = (_whole_tiles(i) - i) * o > (_whole_tiles(o) - o) * i
+    transposed = matrix_transposed(o, i)
     form = packed(h, ("matrix",), lambda v: v.reshape(o, i).t() if transposed else v.reshape(o, i))
     return form, not transposed
 

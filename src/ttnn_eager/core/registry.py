@@ -117,6 +117,23 @@ def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices:
     return register
 
 
+# Eager fusions (config "eager_fusion"): an op whose first argument is a deferred value (Handle.pending: a
+# convolution not yet run, lowerings/conv.py) may fold itself into it -- an eval batch norm into the
+# convolution's weight and bias, an activation into its conv2d -- instead of running its lowering. The function
+# gets the call's (args, kwargs) as dispatch got them and returns the op's result (Handles), or None: not
+# fusable, the lowering runs (and its reading the argument runs the deferred convolution first).
+FUSIONS: dict = {}  # id(aten OpOverload) -> fn(args, kwargs) -> result or None
+
+
+def fusion(*ops):
+    """Register the decorated function as the eager fusion of each aten overload in `ops` (see FUSIONS)."""
+    def register(fn):
+        for op in ops:
+            FUSIONS[id(op)] = fn
+        return fn
+    return register
+
+
 # Lowerings of ops that a library defines when it loads (torchvision::roi_align): the op exists only once its
 # library is imported, which ttnn_eager does not do (importing torchvision costs ~1.5 s). They are registered by
 # qualified name and each becomes a Lowering the first time dispatch meets its op. They stay out of REGISTRY,

@@ -52,7 +52,7 @@ import torch
 
 from .. import counters
 from . import runtime
-from .base import RUNTIME, Handle, _resolve, shape_of, ttnn  # noqa: F401  (the device API's names)
+from .base import DEFERRED, RUNTIME, Handle, _resolve, force_deferred, shape_of, ttnn  # noqa: F401  (the device API's names)
 
 TILE = ttnn.TILE_LAYOUT
 ROW_MAJOR = ttnn.ROW_MAJOR_LAYOUT
@@ -250,8 +250,10 @@ def program_cache_entries(index: int) -> int:
 
 
 def synchronize(index: int) -> None:
+    """Wait for the device's work -- the deferred values' too (eager fusion: computed now)."""
     if recording is not None:
         recording.refuse("torch.ttnn.synchronize() (a host sync)")
+    force_deferred()
     if index in _devices:
         ttnn.synchronize_device(_devices[index])
 

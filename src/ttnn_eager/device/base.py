@@ -4,6 +4,7 @@ look-ups in ttnn (an op by name, a tensor's shape)."""
 from __future__ import annotations
 
 import functools
+import weakref
 
 import torch
 
@@ -36,13 +37,19 @@ class Handle:
     forms   the prepared forms made from this tensor (layout.prepared), held by the handle itself so that
             they die with it: a form that refers back to its handle is a plain reference cycle, which the
             garbage collector frees, where a weak-keyed cache holding the form would keep both alive forever
+    pending a *deferred* value (eager fusion, lowerings/conv.py `Deferred`): an object whose run() returns the
+            Handle of the value, computed then; `tt` and `shadow` are None until then. Reading `tt` or
+            `shadow` -- any reader: a lowering, a view, a download, a shadow read, a graph capture -- runs it
+            first (`force`), so no reader can see an uncomputed value; only a fusion reads `pending` itself
+            (dispatch.FUSIONS). An assignment of `tt` (an overwrite) drops it; `assign` hands it over.
     """
 
-    __slots__ = ("tt", "shadow", "dtype", "shape", "index", "bounds", "version", "source", "root", "pinned",
-                 "host", "forms", "__weakref__")
+    __slots__ = ("_tt", "_shadow", "pending", "dtype", "shape", "index", "bounds", "version", "source", "root",
+                 "pinned", "host", "forms", "__weakref__")
 
     def __init__(self, tt, shadow, dtype: torch.dtype, shape, index: int, bounds=None):
-        self.tt, self.shadow, self.dtype, self.index = tt, shadow, dtype, index
+        self.pending = None
+        self._tt, self._shadow, self.dtype, self.index = tt, shadow, dtype, index
         self.shape = shape if type(shape) is torch.Size else torch.Size(shape)
         self.bounds = bounds  # (min, max, exact) of integer/bool values when known from the host, else None
         self.version = 0      # bumped by every in-place write
@@ -51,6 +58,46 @@ class Handle:
         self.pinned = False   # in-place writes keep the device buffer
         self.host = None      # (value, device dtype, layout) of a staged tensor (tt is None), else None
         self.forms = None     # prepared forms (layout.prepared), else None
+
+    @property
+    def tt(self):
+        if self.pending is not None:
+            self.force()
+        return self._tt
+
+    @tt.setter
+    def tt(self, value):
+        self.pending = None
+        self._tt = value
+
+    @property
+    def shadow(self):
+        if self.pending is not None:
+            self.force()
+        return self._shadow
+
+    @shadow.setter
+    def shadow(self, value):
+        self.pending = None
+        self._shadow = value
+
+    def defer(self, pending) -> "Handle":
+        """This handle's value is now `pending`'s, computed at its first reading (see `pending`)."""
+        self._tt = self._shadow = self.root = None
+        self.pending = pending
+        DEFERRED.add(self)
+        return self
+
+    def force(self) -> "Handle":
+        """A deferred handle's value computed now (its pending run: the same result for every handle it was
+        handed to); a no-op for any other handle."""
+        pending = self.pending
+        if pending is not None:
+            out = pending.run()
+            self._tt, self._shadow, self.root, self.bounds = out.tt, out.shadow, out.root, out.bounds
+            self.pending = None
+            DEFERRED.discard(self)
+        return self
 
     def shared(self) -> "Handle":
         """A new handle on the same value: the same device tensor (copy-on-write: in-place ops replace it,
@@ -62,7 +109,11 @@ class Handle:
     def assign(self, other: "Handle") -> None:
         """This handle now holds other's value: its device tensor (or staged host value), shadow and known
         value bounds. The prepared forms made from the old value are dropped."""
-        self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
+        if other.pending is not None:  # a deferred value stays deferred (dispatch.write of a fused result)
+            self.defer(other.pending)
+            self.bounds = other.bounds
+        else:
+            self.tt, self.shadow, self.bounds, self.root = other.tt, other.shadow, other.bounds, other.root
         self.host, self.forms = other.host, None
 
     @property
@@ -78,11 +129,24 @@ class Handle:
         return tuple(self.tt.padded_shape)
 
     def __repr__(self):
-        if self.tt is not None:
+        if self.pending is not None:
+            where = "deferred"
+        elif self.tt is not None:
             where = f"{self.tt.layout}, {self.tt.dtype}, padded {self.padded_shape}"
         else:
             where = "unwritten" if self.host is None else f"staged on the host, {self.host[1]}"
         return f"Handle(ttnn:{self.index}, {tuple(self.shape)}, {self.dtype}, {where})"
+
+
+DEFERRED = weakref.WeakSet()  # the live handles that were given a deferred value (Handle.defer)
+
+
+def force_deferred() -> None:
+    """Compute every deferred value now (before a graph capture: a value deferred outside it must not be
+    computed inside it, where its ops would be recorded)."""
+    for h in list(DEFERRED):
+        h.force()
+    DEFERRED.clear()
 
 
 def shape_of(tt) -> torch.Size:

@@ -541,6 +541,7 @@ class TTNNGraph:
                                "supported): end it before beginning another")
         if self._program is not None:
             raise RuntimeError("torch.ttnn graph capture: this graph was already captured; call reset() first")
+        api.force_deferred()  # (eager fusion's deferred convolutions: computed outside the capture)
         self._recorder = _Recorder()
         api.recording = self._recorder
 

@@ -84,9 +84,10 @@ import math
 
 import torch
 
+from .. import config
 from ..core import layout as policy
 from ..core.layout import PROMOTE_CL, STAGED, TILE_FLOAT, TILE_FLOAT_CL
-from ..core.registry import Unfit, lowering
+from ..core.registry import Unfit, fusion, lowering
 from ..device import api
 from ._common import batch_chunks
 from .matmul import matmul_handles
@@ -369,6 +370,13 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
                 "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
+    if _defers(x, weight, bias, stride, padding, dilation, transposed, groups):
+        return _conv_deferred(x, weight, bias, stride, padding, dilation, groups)  # (eager fusion: below)
+    return _convolve(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+def _convolve(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """The convolution, run now (the lowering's work)."""
     one_d = len(weight.shape) == 3
     if _resident(x) and not _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups):
         policy.to_nchw(x)  # (the routes below that permute NCHW themselves)
@@ -665,11 +673,10 @@ def col2im(x, output_size, kernel_size, dilation, padding, stride):
 
 # ----------------------------------------------------------------------------------------------- fused (compile)
 # Fused ops of vision graphs, put in place of their patterns by torch.compile's passes
-# (features/compile/vision.py); eager mode never sees them. Their meaning (CPU and Meta kernels) is PyTorch's
-# composition. Why not in eager mode: a convolution's output is a tensor the program may still read when the
-# batch norm after it runs, so folding the norm into the convolution's weight (or giving it the ReLU) would need
-# the convolution to wait for its next op -- a lazy value every reader of a handle (views, the CPU fallback's
-# download, graph capture) would have to force -- or to run twice; in a graph the users of each value are known.
+# (features/compile/vision.py); their meaning (CPU and Meta kernels) is PyTorch's composition. Eager mode runs
+# the same lowerings when a batch norm and activation fold into a deferred convolution ("eager fusion", at the
+# end of this module): in a graph the users of each value are known; eagerly the convolution waits for its first
+# reader instead.
 #
 #   conv_bn_act(x, w, b, stride, padding, dilation, groups, bn_w, bn_b, mean, var, eps, activation)
 #       activation(batch_norm_eval(conv2d(x, w, b)))  -> one ttnn.conv2d: the eval batch norm folded into the
@@ -748,7 +755,35 @@ def _folded_taps(weight, bias, parts, eps, groups: int):
                 versions)
 
     taps, row, _ = policy.prepared(weight, ("taps_bn", groups, float(eps)), make, stale=lambda f: f[2] != versions)
+    _release(bias, *parts)
     return tuple(f if type(f) is api.Handle else policy.unpack(f) for f in (taps, row))
+
+
+def _folded_matrix(weight, bias, parts, eps):
+    """A small 1x1 convolution's kernel (as layout.pack_matrix stores it: [O, I] or transposed) and bias row with
+    the eval batch norm `parts` folded in (the kernel's rows times the scale, the shift as the bias), each a block
+    of a pack read back by one slice (made during a graph capture: alone in TILE), made once per parameter
+    versions. Returns (kernel, row, transpose_b) for matmul_handles."""
+    versions = tuple(None if p is None else p.version for p in (bias, *parts))
+    dtype = _pack_dtype(weight)
+    o, i = weight.shape[0], weight.shape[1:].numel()
+    transposed = policy.matrix_transposed(o, i)
+
+    def make(h):
+        scale, shift = _bn_fold(bias, parts, eps)
+        kernel = api.host_value(h).float().reshape(o, i) * scale.reshape(-1, 1)
+        block = kernel.t() if transposed else kernel
+        if api.recording is not None:
+            store = policy.parameter_storage(dtype)
+            return (api.upload(block.contiguous(), store, api.TILE, h.index, dtype=dtype),
+                    api.upload(shift.reshape(1, -1), store, api.TILE, h.index, dtype=dtype), versions)
+        return (policy.pack(block, h.index, dtype), policy.pack(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH),
+                versions)
+
+    kernel, row, _ = policy.prepared(weight, ("matrix_bn", float(eps)), make, stale=lambda f: f[2] != versions)
+    _release(bias, *parts)
+    kernel, row = (f if type(f) is api.Handle else policy.unpack(f) for f in (kernel, row))
+    return kernel, row, not transposed
 
 
 def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
@@ -771,7 +806,36 @@ def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
         return pw, pb, versions
 
     pw, pb, _ = policy.prepared(weight, key, make, stale=lambda form: form[2] != versions)
+    _release(bias, *parts)
     return pw, pb, config
+
+
+def _release(*params):
+    """Parameters folded into a prepared form staged back on the host (api.release, as batch norm's own fold
+    does): the form replaces them on the device; their values stay exact for any other reader."""
+    if api.recording is None:
+        for p in params:
+            if p is not None and p.tt is not None:
+                api.release(p)
+
+
+def _fused_route(x, weight, stride, padding, dilation, groups):
+    """The route on which conv_bn_act folds a batch norm into the convolution x * weight (stride, padding and
+    dilation pairs): "taps" (depthwise or narrow grouped taps of one batch: the folded packed kernel and bias
+    row), "conv2d" (one group, one batch, an output wide enough: one ttnn.conv2d of the folded prepared weight
+    and bias), or None (the convolution, batch norm and activation run one after the other)."""
+    if len(weight.shape) != 4 or len(x.shape) != 4:
+        return None
+    n, c, h, w = x.shape
+    o, (kh, kw) = weight.shape[0], tuple(weight.shape[2:])
+    if groups > 1:
+        taps = _depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw)
+        return "taps" if taps and _takes_channels_last(x, weight, stride, padding, dilation, False, groups) else None
+    ow = _out_size(w, kw, stride[1], padding[1], dilation[1], 0, False)
+    if (ow < MIN_OUTPUT_WIDTH and not _pointwise((kh, kw), stride, padding)) \
+            or len(_batches(n, c, o, (kh, kw), stride, padding, dilation, x.tt_dtype)) > 1:
+        return None
+    return "conv2d"
 
 
 @lowering(torch.ops.ttnn_eager.conv_bn_act.default, ttnn=["conv2d", "to_layout", "reshape", "permute", "expand", "pad",
@@ -782,6 +846,20 @@ def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
                 "folded into their packed kernel and bias row; other routes unfused")
 def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
                 running_var, eps, activation):
+    return _conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
+                        running_var, eps, activation)
+
+
+# ttnn.linear's fused activations (of conv_bn_act's: relu6 runs after it)
+_LINEAR_ACTIVATION = {"relu": "relu", "silu": "silu"}
+
+
+def _conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, bn_bias, running_mean,
+                 running_var, eps, activation, packed: bool = False):
+    """conv_bn_act; `packed` (eager fusion): a small 1x1 convolution whose conv2d form would take more than its
+    packed kernel (layout.packs_matrix, as the unfused convolution decides) is a linear of the folded packed
+    kernel and bias row (two slices and one ttnn.linear, the activation fused but relu6), so that eager fusion
+    keeps the unfused weight memory; compiled graphs keep one conv2d each (fewer ops)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"ttnn_eager.conv_bn_act: activation {activation!r} is not one of relu, relu6, silu")
     parts = (bn_weight, bn_bias, running_mean, running_var)
@@ -790,16 +868,21 @@ def conv_bn_act(x, weight, bias, stride, padding, dilation, groups, bn_weight, b
     o, (kh, kw) = weight.shape[0], tuple(weight.shape[2:])
     oh, ow = (_out_size(size, k, s, p, d, 0, False) for size, k, s, p, d in
               zip((h, w), (kh, kw), stride, padding, dilation))
-    if (len(weight.shape) == 4 and groups > 1 and (_depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw))
-            and _takes_channels_last(x, weight, stride, padding, dilation, False, groups)):  # taps, one batch
+    route = _fused_route(x, weight, stride, padding, dilation, groups)
+    if route == "taps":  # one batch
         folded = _folded_taps(weight, bias, parts, eps, groups)
         return _conv_taps(x, weight, None, (kh, kw), stride, padding, dilation, oh, ow, groups=groups, folded=folded,
                           activation=activation)
-    if (len(weight.shape) != 4 or groups != 1
-            or (ow < MIN_OUTPUT_WIDTH and not _pointwise((kh, kw), stride, padding))
-            or len(_batches(n, c, o, (kh, kw), stride, padding, dilation, x.tt_dtype)) > 1):
+    if (packed and route == "conv2d" and _pointwise((kh, kw), stride, padding) and weight.host is not None
+            and policy.packs_matrix(o, c, True, x.index)):  # (the fused form has a bias)
+        kernel, row, transpose_b = _folded_matrix(weight, bias, parts, eps)
+        fused = _LINEAR_ACTIVATION.get(activation)
+        out = policy.channels_last(matmul_handles(policy.nhwc(x), kernel, transpose_b, row, activation=fused),
+                                   (n, o, oh, ow))
+        return out if fused is not None else _activate(out, activation)
+    if route is None:
         from .batchnorm import native_batch_norm_legit_no_training
-        out = convolution(x, weight, bias, stride, padding, dilation, False, (0, 0), groups)
+        out = _convolve(x, weight, bias, stride, padding, dilation, False, (0, 0), groups)
         out = native_batch_norm_legit_no_training(out, bn_weight, bn_bias, running_mean, running_var, 0.0, eps)[0]
         return _activate(out, activation)
     spec = dict(in_channels=c, out_channels=o, batch_size=n, input_height=h, input_width=w,
@@ -820,3 +903,163 @@ def add_act(a, b, activation):
             and a.tt_dtype == b.tt_dtype and a.dtype.is_floating_point):
         raise Unfit("add_act: two floating tensors of one shape and storage")
     return api.run("add", a, b, activations=[_unary(activation, binary=True)])
+
+
+# ----------------------------------------------------------------------------------------------- eager fusion
+# With config "eager_fusion" (the default) and autograd not recording, a convolution whose route conv_bn_act
+# folds a batch norm into (_fused_route) is not run by its lowering: its result is a *deferred* handle
+# (Handle.pending = a Deferred: the convolution's input and parameters, checked as the lowering checks them).
+# An eval batch norm whose input is such a handle returns a new deferred handle, the norm folded in
+# (conv_bn_act's fold: one place, made once per parameter versions by layout.prepared); a ReLU, ReLU6 (clamp
+# to [0, 6]) or SiLU of that returns one with the activation (conv2d's, or the taps' bias add's). Any other
+# reader of a deferred handle -- a lowering, a view, an in-place write, a download, a shadow read, a graph
+# capture -- reads its `tt`, which runs it first (base.Handle.force): conv_bn_act, or the plain convolution.
+# A residual add of a deferred convolution (alpha 1, the other operand of its shape and storage) is deferred too
+# (DeferredAdd), so that a ReLU/ReLU6/SiLU of the sum makes it add_act (one ttnn.add with the activation).
+# So conv -> bn -> relu is one ttnn.conv2d, and a convolution's result read again after its batch norm used it
+# runs the convolution then as well (one more conv2d: correct, not cheaper). The deferred computation holds its
+# own handles: the input as it was (x.shared(): in-place writes replace a device tensor, never modify one
+# another handle holds: api.sole_owner), and the parameters with their versions and a snapshot of each, used
+# instead if a parameter is written before the computation runs.
+class Deferred:
+    """A convolution (and the eval batch norm and activation folded into it) not yet run: see above."""
+
+    __slots__ = ("x", "params", "versions", "snapshots", "geometry", "eps", "activation", "shape", "result")
+
+    def __init__(self, x, params, geometry, shape, eps=None, activation=None, versions=(), snapshots=()):
+        self.x, self.params, self.geometry, self.shape = x, params, geometry, shape
+        self.eps, self.activation = eps, activation
+        new = params[len(versions):]  # (the parameters not seen before: snapshots taken now)
+        self.versions = versions + tuple(None if p is None else p.version for p in new)
+        self.snapshots = snapshots + tuple(None if p is None else p.shared() for p in new)
+        self.result = None
+
+    def folded(self, bn=(), eps=None, activation=None) -> "Deferred":
+        """This computation with the eval batch norm bn = (weight, bias, mean, var) folded in, or `activation`."""
+        return Deferred(self.x, self.params + tuple(bn), self.geometry, self.shape, self.eps if eps is None else eps,
+                        activation, self.versions, self.snapshots)
+
+    def run(self) -> api.Handle:
+        """The value (computed at the first call; the same Handle after)."""
+        if self.result is None:
+            weight, bias, *bn = [p if p is None or p.version == v else s
+                                 for p, v, s in zip(self.params, self.versions, self.snapshots)]
+            self.snapshots = None  # (the parameters' device buffers held by it alone: the fold releases them)
+            stride, padding, dilation, groups = self.geometry
+            if bn:
+                out = _conv_bn_act(self.x, weight, bias, stride, padding, dilation, groups, *bn, self.eps,
+                                   self.activation, packed=True)
+            else:
+                out = _convolve(self.x, weight, bias, stride, padding, dilation, False, (0, 0), groups)
+            self.result, self.x, self.params, self.snapshots = out, None, None, None
+        return self.result
+
+
+def _defers(x, weight, bias, stride, padding, dilation, transposed, groups) -> bool:
+    """Whether this convolution's result is deferred (see above)."""
+    if not config.settings["eager_fusion"] or transposed or api.recording is not None or torch.is_grad_enabled():
+        return False
+    if not (x.dtype.is_floating_point and weight.dtype.is_floating_point and not x.pinned and len(weight.shape) == 4
+            and weight.source is None and (bias is None or bias.source is None)):
+        return False
+    stride, padding, dilation = _pair(stride, 2), _pair(padding, 2), _pair(dilation, 2)
+    sizes = [_out_size(x.shape[2 + i], weight.shape[2 + i], stride[i], padding[i], dilation[i], 0, False) for i in (0, 1)]
+    route = _fused_route(x, weight, stride, padding, dilation, groups) if min(sizes) >= 1 else None
+    if route != "conv2d":
+        return route is not None
+    o, c = weight.shape[0], x.shape[1]  # (folded as a packed matrix, or into conv2d where the bias costs little)
+    return ((_pointwise(tuple(weight.shape[2:]), stride, padding) and weight.host is not None
+             and policy.packs_matrix(o, c, True, x.index))
+            or policy.folds_into_conv2d(o, weight.shape[1:].numel(), bias is not None, x.index))
+
+
+def _deferred(d, like, shape=None) -> api.Handle:
+    """A handle whose value is d's (a Deferred's, or `shape` if given), computed at its first reading
+    (base.Handle.pending)."""
+    return api.Handle(None, None, like.dtype, d.shape if shape is None else shape, like.index).defer(d)
+
+
+def _conv_deferred(x, weight, bias, stride, padding, dilation, groups) -> api.Handle:
+    stride, padding, dilation = _pair(stride, 2), _pair(padding, 2), _pair(dilation, 2)
+    shape = (x.shape[0], weight.shape[0],
+             *(_out_size(x.shape[2 + i], weight.shape[2 + i], stride[i], padding[i], dilation[i], 0, False) for i in (0, 1)))
+    return _deferred(Deferred(x.shared(), (weight, bias), (stride, padding, dilation, groups), shape), x)
+
+
+def _fold_batch_norm(x, weight, bias, mean, var, eps):
+    """An eval batch norm of a deferred convolution (nothing folded into it yet): the norm folded in."""
+    d = x.pending
+    if type(d) is not Deferred or len(d.params) != 2 or torch.is_grad_enabled() or mean is None or var is None:
+        return None
+    o = x.shape[1]
+    if any(p is not None and (type(p) is not api.Handle or p.shape.numel() != o or not p.dtype.is_floating_point)
+           for p in (weight, bias, mean, var)):
+        return None  # (the lowering reports what is wrong)
+    empty = api.Handle(None, None, x.dtype, (0,), x.index)  # (the saved statistics of an eval batch norm)
+    return _deferred(d.folded((weight, bias, mean, var), float(eps)), x), empty, empty
+
+
+@fusion(aten._native_batch_norm_legit_no_training.default)
+def fuse_batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    return _fold_batch_norm(x, weight, bias, running_mean, running_var, eps)
+
+
+@fusion(aten._native_batch_norm_legit.default, aten.native_batch_norm.default)
+def fuse_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    return None if training else _fold_batch_norm(x, weight, bias, running_mean, running_var, eps)
+
+
+class DeferredAdd:
+    """a + b (a deferred convolution's value, a handle of its shape and storage), and the activation of the sum,
+    not yet run: add_act, or the add alone."""
+
+    __slots__ = ("a", "b", "activation", "result")
+
+    def __init__(self, a: Deferred, b, activation=None):
+        self.a, self.b, self.activation, self.result = a, b, activation, None
+
+    def run(self) -> api.Handle:
+        if self.result is None:
+            from .elementwise import add
+            a = self.a.run()
+            out = add(a, self.b) if self.activation is None else add_act(a, self.b, self.activation)
+            self.result, self.a, self.b = out, None, None
+        return self.result
+
+
+@fusion(aten.add.Tensor)
+def fuse_add(a, b, alpha=1):
+    d = a.pending
+    if (type(d) is not Deferred or alpha != 1 or type(b) is not api.Handle or b is a or b.shape != a.shape
+            or b.dtype != a.dtype or torch.is_grad_enabled()):
+        return None
+    b = b.shared()  # (its value now: a deferred b is computed here)
+    if b.layout != api.TILE or b.tt_dtype != d.x.tt_dtype:
+        return None
+    return _deferred(DeferredAdd(d, b), a, a.shape)
+
+
+def _fold_activation(x, activation):
+    """activation of a deferred convolution with its batch norm folded in and no activation yet, or of a
+    deferred residual add."""
+    d = x.pending
+    if type(d) is DeferredAdd and d.activation is None:
+        return _deferred(DeferredAdd(d.a, d.b, activation), x, x.shape)
+    if type(d) is not Deferred or len(d.params) != 6 or d.activation is not None:
+        return None
+    return _deferred(d.folded(activation=activation), x)
+
+
+@fusion(aten.relu.default)
+def fuse_relu(x):
+    return _fold_activation(x, "relu")
+
+
+@fusion(aten.silu.default)
+def fuse_silu(x):
+    return _fold_activation(x, "silu")
+
+
+@fusion(aten.clamp.default)
+def fuse_clamp(x, min=None, max=None):  # ReLU6 (hardtanh(0, 6), decomposed to clamp)
+    return _fold_activation(x, "relu6") if min == 0 and max == 6 else None
