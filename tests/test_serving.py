@@ -369,6 +369,28 @@ def test_generate_batch_gives_the_cpu_tokens(restore_config):
     assert dev == cpu and len(dev) == 4 and rec.fallbacks == {}
 
 
+def test_generate_batch_compiled_by_transformers_gives_the_cpu_tokens(restore_config):
+    """transformers' own compiled continuous batching (ContinuousBatchingConfig.varlen_compile_config, a
+    CompileConfig with backend="ttnn"; its paged-attention calls are graph breaks): the CPU's greedy tokens in
+    strict mode, the graphs captured and replayed."""
+    from transformers import CompileConfig, GenerationConfig
+    model = _llama(restore_config)
+    prompts = _prompts(model.config.vocab_size)[:4]
+    gen = GenerationConfig(max_new_tokens=4, do_sample=False, eos_token_id=None, pad_token_id=0)
+
+    def run(**kw):
+        out = model.generate_batch(inputs=prompts, generation_config=gen,
+                                   continuous_batching_config=_cb_config(max_memory_percent=0.005, **kw))
+        return {k: v.generated_tokens for k, v in out.items()}
+    cpu = run()
+    model.to(DEV)
+    ttnn_eager.reset_stats()
+    with ttnn_eager.strict():
+        dev = run(varlen_compile_config=CompileConfig(backend="ttnn", fullgraph=False, dynamic=False))
+    assert dev == cpu and len(dev) == 4
+    assert ttnn_eager.stats()["graph_replays"] > 0 and ttnn_eager.stats()["fallbacks"] == 0
+
+
 # ----------------------------------------------------------------------------------------------- the server
 def _ask(server, path):
     """Four requests at once (two completions, a chat, a streamed chat) with the openai client: their texts."""
