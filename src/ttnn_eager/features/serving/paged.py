@@ -197,6 +197,17 @@ def _patched_resolve(original):
     return resolve_continuous_batching_config
 
 
+@torch.compiler.disable  # (a graph break: the cache update writes its argument in place, which
+# functionalization takes from no custom op that returns its argument -- transformers' decode_compile_config)
+def _paged_decode(query, key, value, k_cache, v_cache, cu, block_table, scale):
+    """A decode step's cache update and attention on TT-NN's paged ops: [1, tokens, heads, d]."""
+    positions = _once("positions", cu, lambda: cu[1:] - cu[:-1] - 1)  # each request's new token
+    ops = torch.ops.ttnn_eager
+    for cache, new in ((k_cache, key), (v_cache, value)):
+        ops.paged_update_cache(cache, new.transpose(1, 2), positions, block_table)
+    return ops.paged_attention_decode(query.transpose(1, 2), k_cache, v_cache, positions, block_table, scale)
+
+
 def attention(original):
     """transformers' attention function `original` (sdpa, paged|eager), with the decode step of a block table
     on a ttnn device on TT-NN's paged ops."""
@@ -204,15 +215,10 @@ def attention(original):
         k_cache, block_table = kwargs.get("k_cache"), kwargs.get("block_table")
         if block_table is None or k_cache is None or query.device.type != "ttnn":
             return original(module, query, key, value, attention_mask, *args, **kwargs)
-        cu = kwargs["cu_seq_lens_k"]
-        positions = _once("positions", cu, lambda: cu[1:] - cu[:-1] - 1)  # each request's new token
-        ops = torch.ops.ttnn_eager
-        for cache, new in ((k_cache, key), (kwargs["v_cache"], value)):
-            ops.paged_update_cache(cache, new.transpose(1, 2), positions, block_table)
         scaling = kwargs.get("scaling", args[1] if len(args) > 1 else None)
         scale = scaling if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
-        out = ops.paged_attention_decode(query.transpose(1, 2), k_cache, kwargs["v_cache"], positions, block_table,
-                                         float(scale))
+        out = _paged_decode(query, key, value, k_cache, kwargs["v_cache"], kwargs["cu_seq_lens_k"], block_table,
+                            float(scale))
         return out, None  # [1, tokens, heads, d], as transformers' attention functions return it
     forward.__wrapped__ = original
     # This package's files are skipped by Dynamo (features/compile: skip_in_dynamo), but this function stands in
