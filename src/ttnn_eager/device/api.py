@@ -695,7 +695,12 @@ def overwrite(dst: Handle, src: Handle) -> bool:
 
 def update_in_place(op: str, dst: Handle, *args, **kwargs) -> Handle:
     """`ttnn.<op>(dst, *args, **kwargs)` for an op that writes into dst's buffer (update_cache): dst keeps its
-    device tensor and takes the new value. The caller has checked sole_owner(dst)."""
+    device tensor and takes the new value. The caller has checked sole_owner(dst) -- or, for an op with no
+    functional form (TT-NN's paged cache update), made dst a clone. Refused inside a graph capture: its
+    recording names values by tensor object, so a replay would not re-issue a write into one (a stale value)."""
+    if recording is not None:
+        recording.refuse(f"an in-place ttnn.{op} (a write into an existing device buffer, which a replay "
+                         f"would not repeat)")
     targs = [a.tt if type(a) is Handle else a for a in args]
     tkwargs = {k: v.tt if type(v) is Handle else v for k, v in kwargs.items()}
     _resolve(op)(dst.tt, *targs, **tkwargs)
