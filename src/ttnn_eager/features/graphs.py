@@ -30,8 +30,9 @@ with the static inputs it depends on (through the recorded data flow) and the us
 checks the new inputs would decide the same (else a RuntimeError naming the op and the line, or the
 embedding's own IndexError). Everything else that would make the replay differ from the region is refused
 at capture: a device-to-host read (.cpu(), .item() of a computed value, print: a host sync), a CPU fallback,
-a host-to-device copy of a CPU tensor, a random factory (computed on the host), a second device, a nested
-capture. The shape, device dtype and layout of every static input are checked at each replay (a static
+a host-to-device copy of a CPU tensor, a random factory (computed on the host), an in-place ttnn write into
+an existing buffer (TT-NN's paged cache update: the recording names values by tensor object), a second
+device, a nested capture. The shape, device dtype and layout of every static input are checked at each replay (a static
 input freed or resized since capture is an error, never a silent recomputation).
 
 Hardware. On a card, capture_end also records the steps as a ttnn trace (the device is opened with a trace
