@@ -209,6 +209,48 @@ def test_transposed_convolution_with_groups_or_dilation(one_d, cin, cout, groups
     assert pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.01 * ref.abs().max()
 
 
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+@pytest.mark.parametrize("one_d, n, c, o, size, k, bias", [
+    (False, 2, 16, 8, (5, 7), 2, True),       # a U-Net's 2x2 upsampler
+    (False, 1, 256, 128, (24, 24), 2, False),  # depth_pro's (TT-NN's conv_transpose2d clashed in L1 at float32)
+    (False, 2, 3, 5, (4, 4), 4, True),
+    (True, 2, 8, 4, (30,), 3, True),
+])
+def test_transposed_convolutions_whose_kernel_is_the_stride_are_a_matmul(restore_config, monkeypatch, storage, one_d,
+                                                                         n, c, o, size, k, bias):
+    """A transposed convolution whose kernel is its stride (no padding, one group) writes one block of the output
+    per input pixel: the matmul of the pixels by the kernel [C, kh*kw*O], the blocks permuted into place
+    (conv._blocks_matmul, taken once a call), of a computed kernel and of a module's staged one (packed). Strict,
+    against float32 on the CPU; the result read again by another op."""
+    from ttnn_eager.lowerings import conv
+    ttnn_eager.configure(float32_storage=storage, math_fidelity="HiFi4" if storage == "float32" else None)
+    calls = []
+    real = conv._blocks_matmul
+    monkeypatch.setattr(conv, "_blocks_matmul", lambda *a: calls.append(1) or real(*a))
+    torch.manual_seed(0)
+    f = F.conv_transpose1d if one_d else F.conv_transpose2d
+    x, w = torch.randn(n, c, *size), torch.randn(c, o, *((k,) if one_d else (k, k))) / c ** 0.5
+    b = torch.randn(o) if bias else None
+    ref = f(x, w, b, stride=k)
+    module = (nn.ConvTranspose1d if one_d else nn.ConvTranspose2d)(c, o, k, stride=k, bias=bias)
+    with torch.no_grad():
+        module.weight.copy_(w)
+        if bias:
+            module.bias.copy_(b)
+    d = copy.deepcopy(module).to(DEV)  # (staged parameters: a packed kernel)
+    with torch.no_grad(), ttnn_eager.strict():
+        out = f(x.to(DEV), w.to(DEV), b.to(DEV) if bias else None, stride=k)  # (a computed kernel, permuted)
+        twice = (out * 2).cpu()
+        staged = d(x.to(DEV)).cpu()
+    out = out.cpu()
+    assert len(calls) == 2 and out.shape == ref.shape and staged.shape == ref.shape
+    exact = storage == "float32"  # (with HiFi4: float32 operands keep their low bits)
+    for result in (out, staged):
+        assert pcc(result, ref) >= (0.999999 if exact else 0.9999)
+        assert (result - ref).abs().max() <= (2e-3 if exact else 0.02) * ref.abs().max()
+    assert torch.equal(twice, out * 2)
+
+
 def test_opinfo_samples_of_the_transposed_convolutions_run_on_the_device():
     """Every op_db sample of conv_transpose1d/2d (not only tools/opinfo.py's first CAP: the later ones have
     groups and dilation) passes on the device within the OpInfo bfloat16 tolerance, with no CPU fallback."""

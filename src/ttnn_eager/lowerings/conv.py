@@ -51,6 +51,9 @@ as many as fill a multiple of 32 input channels (_chunks): each chunk one conv2d
 channels with its own prepared weight (s times the chunk's kernel for s groups a chunk), the outputs
 concatenated.
 
+Transposed convolutions whose kernel is their stride (no padding, one group: 2x2 upsamplers) are a matmul of the
+pixels by the kernel [C, kh*kw*O], each pixel's block of the output permuted into place (_blocks_matmul).
+
 Transposed convolutions with groups or dilation (TT-NN's conv_transpose2d here: groups 1, dilation 1; mimi's
 and pocket-tts' depthwise ConvTranspose1d upsamplers) are the convolution, stride 1 and the same dilation, of
 the mirrored kernel over the input spread by the stride (stride - 1 zeros after each element: a reshape to
@@ -316,6 +319,28 @@ def _grouped_pointwise(x, weight, bias, groups: int):
     return reshape(out, (n, o, h, w))
 
 
+def _blocks_matmul(x, weight, bias):
+    """A transposed convolution whose kernel is its stride (no padding, one group, no dilation: depth_pro's and
+    U-Nets' 2x2 upsamplers) of x [N, C, H, W]: every input pixel writes its own kh x kw block of the output, so
+    it is the matmul of the pixels [N*H*W, C] by the kernel [C, kh*kw*O] (a block of a pack, made once from its
+    staged host value [C, O, kh, kw], its columns in (a, b, o) order; a computed kernel permuted so), the result [N*H, W, kh, kw*O] permuted to
+    [N*H, kh, W, kw*O] -- the output channels-last [N, H*kh, W*kw, O] -- plus the bias row. TT-NN's
+    conv_transpose2d of float32 activations did not fit L1 (its circular buffers clashed: depth_pro)."""
+    n, c, h, w = x.shape
+    o, kh, kw = weight.shape[1], *((1, weight.shape[2]) if len(weight.shape) == 3 else weight.shape[2:])
+    if weight.host is not None:  # (staged: a parameter)
+        kernel = policy.packed(weight, ("blocks",),
+                               lambda v: v.reshape(c, o, kh, kw).permute(0, 2, 3, 1).reshape(c, -1), _pack_dtype(weight))
+    else:
+        kernel = reshape(permute_handle(reshape(weight, (c, o, kh, kw)), (0, 2, 3, 1)), (c, kh * kw * o))
+    out = matmul_handles(policy.nhwc(x), kernel)  # [1, 1, N*H*W, kh*kw*O]
+    out = permute_handle(reshape(out, (n * h, w, kh, kw * o)), (0, 2, 1, 3))
+    out = policy.relayout(reshape(out, (1, 1, n * h * kh * w * kw, o)), api.TILE)
+    if bias is not None:
+        out = api.run("add", out, _bias_row(bias))
+    return policy.channels_last(out, (n, o, h * kh, w * kw))
+
+
 def _as_conv_kernel(groups: int):
     """A transposed convolution's kernel [in, out / groups, *k] as the convolution's [out, in / groups, *k]
     that computes it over the spread and padded input (_spread): each group's block transposed, mirrored."""
@@ -379,7 +404,8 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
                 "input spread by the stride and padded; 3-d convolutions "
                 "refused, then decomposed into one conv2d (core/convolution.py); transposed 3-d ones run on the "
                 "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing; one-row outputs of wide kernel "
-                "rows as the sum of the convolutions of the kernel's pieces")
+                "rows as the sum of the convolutions of the kernel's pieces; transposed ones whose kernel is the stride "
+                "as a matmul of the pixels by a packed kernel, its blocks permuted into place")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     if _defers(x, weight, bias, stride, padding, dilation, transposed, groups):
@@ -409,6 +435,10 @@ def _convolve(x, weight, bias, stride, padding, dilation, transposed, output_pad
         raise RuntimeError(f"Calculated output size: ({out_channels}x{oh}x{ow}). Output size is too small")
     if transposed and _depthwise(x, weight, groups):
         out = _depthwise_transposed(x, weight, bias, (kh, kw), stride, padding, dilation, output_padding, oh, ow)
+        return _one_d(out, n, out_channels, ow) if one_d else out
+    if (transposed and groups == 1 and (kh, kw) == stride and padding == (0, 0) and output_padding == (0, 0)
+            and all(d == 1 for d in dilation)):
+        out = _blocks_matmul(x, weight, bias)
         return _one_d(out, n, out_channels, ow) if one_d else out
     transform = None
     if transposed and (groups != 1 or any(d != 1 for d in dilation)):  # a convolution of the spread input
