@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import ttnn_eager
 
-from conftest import covers, pcc
+from conftest import covers, pcc, run_python
 from ttnn_eager.device import api
 
 DEV = "ttnn:0"
@@ -207,6 +207,48 @@ def test_transposed_convolution_with_groups_or_dilation(one_d, cin, cout, groups
         out = f(x.to(DEV), w.to(DEV), b.to(DEV) if bias else None, **kw).cpu()
     assert out.shape == ref.shape
     assert pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.01 * ref.abs().max()
+
+
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+@pytest.mark.parametrize("one_d, n, c, o, size, k, bias", [
+    (False, 2, 16, 8, (5, 7), 2, True),       # a U-Net's 2x2 upsampler
+    (False, 1, 256, 128, (24, 24), 2, False),  # depth_pro's (TT-NN's conv_transpose2d clashed in L1 at float32)
+    (False, 2, 3, 5, (4, 4), 4, True),
+    (True, 2, 8, 4, (30,), 3, True),
+])
+def test_transposed_convolutions_whose_kernel_is_the_stride_are_a_matmul(restore_config, monkeypatch, storage, one_d,
+                                                                         n, c, o, size, k, bias):
+    """A transposed convolution whose kernel is its stride (no padding, one group) writes one block of the output
+    per input pixel: the matmul of the pixels by the kernel [C, kh*kw*O], the blocks permuted into place
+    (conv._blocks_matmul, taken once a call), of a computed kernel and of a module's staged one (packed). Strict,
+    against float32 on the CPU; the result read again by another op."""
+    from ttnn_eager.lowerings import conv
+    ttnn_eager.configure(float32_storage=storage, math_fidelity="HiFi4" if storage == "float32" else None)
+    calls = []
+    real = conv._blocks_matmul
+    monkeypatch.setattr(conv, "_blocks_matmul", lambda *a: calls.append(1) or real(*a))
+    torch.manual_seed(0)
+    f = F.conv_transpose1d if one_d else F.conv_transpose2d
+    x, w = torch.randn(n, c, *size), torch.randn(c, o, *((k,) if one_d else (k, k))) / c ** 0.5
+    b = torch.randn(o) if bias else None
+    ref = f(x, w, b, stride=k)
+    module = (nn.ConvTranspose1d if one_d else nn.ConvTranspose2d)(c, o, k, stride=k, bias=bias)
+    with torch.no_grad():
+        module.weight.copy_(w)
+        if bias:
+            module.bias.copy_(b)
+    d = copy.deepcopy(module).to(DEV)  # (staged parameters: a packed kernel)
+    with torch.no_grad(), ttnn_eager.strict():
+        out = f(x.to(DEV), w.to(DEV), b.to(DEV) if bias else None, stride=k)  # (a computed kernel, permuted)
+        twice = (out * 2).cpu()
+        staged = d(x.to(DEV)).cpu()
+    out = out.cpu()
+    assert len(calls) == 2 and out.shape == ref.shape and staged.shape == ref.shape
+    exact = storage == "float32"  # (with HiFi4: float32 operands keep their low bits)
+    for result in (out, staged):
+        assert pcc(result, ref) >= (0.999999 if exact else 0.9999)
+        assert (result - ref).abs().max() <= (2e-3 if exact else 0.02) * ref.abs().max()
+    assert torch.equal(twice, out * 2)
 
 
 def test_opinfo_samples_of_the_transposed_convolutions_run_on_the_device():
@@ -715,6 +757,67 @@ def test_long_conv1d_inputs_whose_one_high_image_would_pad_to_tiles(shape, weigh
         with ttnn_eager.strict():  # (the module's weight: staged, as a model's)
             out = conv.to(DEV)(x.to(DEV)).cpu()
     assert out.shape == ref.shape and pcc(out, ref) >= 0.9999 and (out - ref).abs().max() <= 0.02 * ref.abs().max()
+
+
+# One-row convolutions whose kernel row TT-NN's DRAM slicing cannot fit (conv._kernel_pieces): (storage, n, c, o, length,
+# kernel, groups, stride, padding). Each reached ttnn and stopped in its TT_FATAL or TT_THROW before the kernel
+# pieces (a dead process on the device); they run in a subprocess, so that a regression cannot take pytest down.
+WIDE_ROWS = [
+    ("float32", 1, 64, 64, 200, 128, 16, 1, 64),    # width slicing's circular buffers: 1682848 B (wav2vec2's, shrunk)
+    ("float32", 2, 64, 64, 40, 128, 16, 1, 64),     # the same, 41 columns (refused: "no configuration fits L1")
+    ("float32", 2, 768, 768, 40, 128, 16, 1, 64),   # wav2vec2-base's positional conv1d
+    ("bfloat16", 1, 1024, 1024, 200, 184, 1, 1, 0),  # 368 bytes a channel at 1024 channels: DRAM auto slice
+    ("float32", 2, 64, 64, 3840, 63, 1, 64, 0),     # 252 bytes, but stride 64 at 64 channels: DRAM auto slice
+    ("float32", 2, 64, 64, 3840, 127, 1, 64, 0),    # moonshine's kernel at 64 channels (refused before)
+    ("float32", 2, 1, 16, 1984, 127, 1, 64, 0),     # 30 columns: width slicing could not cut it (refused before)
+    ("mixed", 2, 1, 64, 3840, 127, 1, 64, 0),       # moonshine's first convolution
+    ("float32", 2, 1, 512, 3840, 92, 1, 5, 0),      # 368 bytes at a stride to 512 outputs: DRAM auto slice
+]
+
+
+def test_wide_kernel_rows_are_sums_of_kernel_pieces_in_a_subprocess():
+    """A one-row convolution (conv1d) whose kernel row is wider than TT-NN's DRAM slicing fits for its channels
+    and stride is the sum of the convolutions of its kernel's pieces (conv._kernel_pieces): every WIDE_ROWS case
+    in strict mode (no fallback), with bias, against float32 on the CPU, in a fresh interpreter that must exit
+    normally."""
+    code = f"""
+import torch, torch.nn.functional as F, ttnn_eager
+from ttnn_eager.tools.compare import pcc
+for storage, n, c, o, length, k, groups, stride, pad in {WIDE_ROWS!r}:
+    ttnn_eager.configure(float32_storage=storage)
+    g = torch.Generator().manual_seed(k)
+    x, b = torch.randn(n, c, length, generator=g), torch.randn(o, generator=g)
+    w = torch.randn(o, c // groups, k, generator=g) / (c // groups * k) ** 0.5
+    ref = F.conv1d(x, w, b, stride=stride, padding=pad, groups=groups)
+    with torch.no_grad(), ttnn_eager.strict():
+        out = F.conv1d(x.to("ttnn:0"), w.to("ttnn:0"), b.to("ttnn:0"), stride=stride, padding=pad, groups=groups).cpu()
+    print("CASE", storage, c, k, out.shape == ref.shape, pcc(out, ref), ((out - ref).abs().max() / ref.abs().max()).item())
+print("survived")
+"""
+    r = run_python(code)
+    assert r.returncode == 0 and "survived" in r.stdout, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("CASE")]
+    assert len(rows) == len(WIDE_ROWS)
+    for (_, storage, c, k, same, p, rel), case in zip(rows, WIDE_ROWS):
+        assert same == "True", case
+        exact = storage != "bfloat16"
+        assert float(p) >= (0.999999 if exact else 0.9999) and float(rel) <= (1e-5 if exact else 0.02), (case, p, rel)
+
+
+@pytest.mark.parametrize("c, o, kw, stride, dtype, pieces", [
+    (48, 48, 128, 1, api.FLOAT32, [(0, 64), (64, 128)]),          # 96 taps the widest at <= 256 channels
+    (1024, 1024, 184, 1, api.BFLOAT16, [(0, 92), (92, 184)]),     # 128 at <= 2048
+    (64, 64, 63, 64, api.FLOAT32, [(0, 32), (32, 63)]),           # 32 at a stride, from 64 channels
+    (1, 64, 92, 64, api.FLOAT32, [(0, 92)]),                      # 368 bytes fit at a stride to 256 outputs
+    (1, 512, 92, 5, api.FLOAT32, [(0, 31), (31, 62), (62, 92)]),  # not beyond
+    (4096, 4096, 46, 1, api.BFLOAT16, [(0, 46)]),
+])
+def test_kernel_pieces_are_as_wide_as_measured_to_fit(c, o, kw, stride, dtype, pieces):
+    """conv._kernel_pieces: nearly equal pieces covering the kernel, each within the measured bytes; a
+    convolution of more than one output row is never cut (TT-NN slices its rows)."""
+    from ttnn_eager.lowerings import conv
+    assert conv._kernel_pieces(1, kw, c, o, stride, dtype) == pieces
+    assert conv._kernel_pieces(2, kw, c, o, stride, dtype) == [(0, kw)]
 
 
 def test_pools_of_many_small_images_run_in_batch_chunks():

@@ -458,3 +458,24 @@ def test_long_one_dimensional_buffers_slice_and_write_without_a_tt_fatal(dtype):
     x.as_strided((1000, 64), (64, 1), 130).mul_(2)
     assert torch.equal(d.cpu(), x)
     assert torch.equal(d[:1000].cpu(), x[:1000])  # short cuts of it still run on the device
+
+
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+def test_slices_of_rows_too_long_for_ttnn_slice_run_as_rows_of_pieces(restore_config, storage):
+    """Longformer's and led's diagonalized attention chunks under float32 storage: rows of 197120 elements (770 KB,
+    more than a core's L1 holds for ttnn.slice) cut by 256 at the end took the CPU fallback. A slice whose bounds
+    and row share a factor that is a multiple of 32 (views._row_piece) is a slice of whole pieces of the rows
+    viewed [size / piece, piece]: strict, exact. Bounds without one still take the counted fallback, exactly."""
+    ttnn_eager.configure(float32_storage=storage)
+    x = torch.randn(2, 3, 197120 if storage == "float32" else 394240)
+    d = x.to(DEV)
+    with ttnn_eager.strict():
+        for f in (lambda t: t[..., :-256], lambda t: t[..., 256:102400], lambda t: t[..., 32:-64]):
+            out, ref = f(d).cpu(), f(x)
+            assert out.shape == ref.shape and torch.equal(out, ref.to(torch.bfloat16).float() if storage == "bfloat16"
+                                                          else ref)
+    before = ttnn_eager.stats()["fallbacks"]
+    out = d[..., 5:-7].cpu()
+    ref = x[..., 5:-7]
+    assert ttnn_eager.stats()["fallbacks"] == before + 1
+    assert torch.equal(out, ref.to(torch.bfloat16).float() if storage == "bfloat16" else ref)

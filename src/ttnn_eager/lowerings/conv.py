@@ -51,6 +51,9 @@ as many as fill a multiple of 32 input channels (_chunks): each chunk one conv2d
 channels with its own prepared weight (s times the chunk's kernel for s groups a chunk), the outputs
 concatenated.
 
+Transposed convolutions whose kernel is their stride (no padding, one group: 2x2 upsamplers) are a matmul of the
+pixels by the kernel [C, kh*kw*O], each pixel's block of the output permuted into place (_blocks_matmul).
+
 Transposed convolutions with groups or dilation (TT-NN's conv_transpose2d here: groups 1, dilation 1; mimi's
 and pocket-tts' depthwise ConvTranspose1d upsamplers) are the convolution, stride 1 and the same dilation, of
 the mirrored kernel over the input spread by the stride (stride - 1 zeros after each element: a reshape to
@@ -69,6 +72,11 @@ more than 1.1x (layout.packs_matrix decides), the kernel is a block of a pack, o
 (layout.pack_matrix: stored [O, C] or transposed, whichever pads fewer), and the bias a row of one
 (pack_row), each read back by one slice and passed to ttnn.linear (the bias fused). A staged kernel only: a
 computed one would be packed again at every call.
+
+One-row convolutions (conv1d) whose kernel row is wider than TT-NN's DRAM slicing fits for their channels and
+stride (wav2vec2's positional conv1d of kernel 128 under float32 storage, moonshine's kernel 127 of stride 64)
+are the sum of the convolutions of their kernel's pieces, each over the columns of the padded input its taps
+see (_kernel_pieces, with the measurements).
 
 Large batches (TT-NN's DRAM slicing splits the output's rows or columns, never the batch: TT_FATAL "DRAM Auto
 slice could not find valid slice configuration" when its smallest slice of every image does not fit L1; float32
@@ -102,16 +110,22 @@ def _pair(v, n: int) -> tuple:
     return v * n if len(v) == 1 else v
 
 
-def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, transform=None, part=None):
+def _prepared(weight, bias, spec: dict, input_dtype, transposed: bool = False, transform=None, part=None,
+              taps=None):
     """The conv weight and bias in conv2d's (or conv_transpose2d's) form for `spec` (made once:
     layout.prepared). `transform`: a transposed convolution's kernel rearranged as a convolution's
     (_as_conv_kernel), for conv2d. `part` = (first, end): output channels first..end-1 only (a chunk of a
-    grouped convolution's groups: _chunks)."""
+    grouped convolution's groups: _chunks). `taps` = (first, end): the kernel's columns first..end-1 only (a
+    piece of a wide kernel row: _kernel_pieces)."""
     op = "conv_transpose2d" if transposed else "conv2d"
-    key = (op, input_dtype, tuple(sorted(spec.items())), transform is not None, part)
+    key = (op, input_dtype, tuple(sorted(spec.items())), transform is not None, part, taps)
     if part is not None:
         whole = transform
         transform = (lambda w: w[part[0]:part[1]]) if whole is None else (lambda w: whole(w)[part[0]:part[1]])
+    if taps is not None:
+        whole = transform
+        transform = (lambda w: w[..., taps[0]:taps[1]]) if whole is None else \
+            (lambda w: whole(w)[..., taps[0]:taps[1]])
     common = dict(input_memory_config=api.enum("DRAM_MEMORY_CONFIG"), input_layout=api.TILE, **spec,
                   device=api.device(weight.index), input_dtype=input_dtype, conv_config=_config(input_dtype))
     prepare_w, prepare_b, extra = "prepare_conv_weights", "prepare_conv_bias", {}
@@ -305,6 +319,28 @@ def _grouped_pointwise(x, weight, bias, groups: int):
     return reshape(out, (n, o, h, w))
 
 
+def _blocks_matmul(x, weight, bias):
+    """A transposed convolution whose kernel is its stride (no padding, one group, no dilation: depth_pro's and
+    U-Nets' 2x2 upsamplers) of x [N, C, H, W]: every input pixel writes its own kh x kw block of the output, so
+    it is the matmul of the pixels [N*H*W, C] by the kernel [C, kh*kw*O] (a block of a pack, made once from its
+    staged host value [C, O, kh, kw], its columns in (a, b, o) order; a computed kernel permuted so), the result [N*H, W, kh, kw*O] permuted to
+    [N*H, kh, W, kw*O] -- the output channels-last [N, H*kh, W*kw, O] -- plus the bias row. TT-NN's
+    conv_transpose2d of float32 activations did not fit L1 (its circular buffers clashed: depth_pro)."""
+    n, c, h, w = x.shape
+    o, kh, kw = weight.shape[1], *((1, weight.shape[2]) if len(weight.shape) == 3 else weight.shape[2:])
+    if weight.host is not None:  # (staged: a parameter)
+        kernel = policy.packed(weight, ("blocks",),
+                               lambda v: v.reshape(c, o, kh, kw).permute(0, 2, 3, 1).reshape(c, -1), _pack_dtype(weight))
+    else:
+        kernel = reshape(permute_handle(reshape(weight, (c, o, kh, kw)), (0, 2, 3, 1)), (c, kh * kw * o))
+    out = matmul_handles(policy.nhwc(x), kernel)  # [1, 1, N*H*W, kh*kw*O]
+    out = permute_handle(reshape(out, (n * h, w, kh, kw * o)), (0, 2, 1, 3))
+    out = policy.relayout(reshape(out, (1, 1, n * h * kh * w * kw, o)), api.TILE)
+    if bias is not None:
+        out = api.run("add", out, _bias_row(bias))
+    return policy.channels_last(out, (n, o, h * kh, w * kw))
+
+
 def _as_conv_kernel(groups: int):
     """A transposed convolution's kernel [in, out / groups, *k] as the convolution's [out, in / groups, *k]
     that computes it over the spread and padded input (_spread): each group's block transposed, mirrored."""
@@ -367,7 +403,9 @@ def _out_size(size, k, s, p, d, op, transposed) -> int:
                 "transposed ones with groups or dilation as the convolution of the mirrored kernel over the "
                 "input spread by the stride and padded; 3-d convolutions "
                 "refused, then decomposed into one conv2d (core/convolution.py); transposed 3-d ones run on the "
-                "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing")
+                "CPU fallback; large batches in chunks that fit TT-NN's DRAM slicing; one-row outputs of wide kernel "
+                "rows as the sum of the convolutions of the kernel's pieces; transposed ones whose kernel is the stride "
+                "as a matmul of the pixels by a packed kernel, its blocks permuted into place")
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(x, weight, groups, transposed, dilation)
     if _defers(x, weight, bias, stride, padding, dilation, transposed, groups):
@@ -398,6 +436,10 @@ def _convolve(x, weight, bias, stride, padding, dilation, transposed, output_pad
     if transposed and _depthwise(x, weight, groups):
         out = _depthwise_transposed(x, weight, bias, (kh, kw), stride, padding, dilation, output_padding, oh, ow)
         return _one_d(out, n, out_channels, ow) if one_d else out
+    if (transposed and groups == 1 and (kh, kw) == stride and padding == (0, 0) and output_padding == (0, 0)
+            and all(d == 1 for d in dilation)):
+        out = _blocks_matmul(x, weight, bias)
+        return _one_d(out, n, out_channels, ow) if one_d else out
     transform = None
     if transposed and (groups != 1 or any(d != 1 for d in dilation)):  # a convolution of the spread input
         x = _spread(x, stride, (kh, kw), padding, dilation, output_padding)
@@ -427,12 +469,21 @@ def _convolve(x, weight, bias, stride, padding, dilation, transposed, output_pad
             policy.to_nchw(x)
         x = constant_pad_nd(x, (0, (width - ow) * stride[1], 0, 0))  # zero columns after the last window
         n, c, h, w = x.shape
+    chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
+    widest = max(e - f for f, e in chunks)  # (the groups of the widest chunk: its channels decide the pieces)
+    pieces = [(0, kw)] if transposed else _kernel_pieces(oh, kw, widest * (c // groups),
+                                                         widest * (out_channels // groups), stride[1], x.tt_dtype)
+    if len(pieces) > 1:  # a wide kernel row: the sum of the convolutions of its pieces over the padded input
+        x = _nchw(x)
+        if padding[1]:
+            x = constant_pad_nd(x, (padding[1], padding[1], 0, 0))
+            padding = (padding[0], 0)
+        n, c, h, w = x.shape
     spec = dict(in_channels=c, out_channels=out_channels, batch_size=n, input_height=h, input_width=w,
                 kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation, groups=groups)
     if transposed:
         spec["output_padding"] = output_padding
-    chunks = [(0, groups)] if transposed else _chunks(groups, c // groups)
-    extra = {"mirror_kernel": True} if transposed else _row_slices(oh, kw, c // groups, width, x.tt_dtype)
+    extra = {"mirror_kernel": True} if transposed else {}
     rows = []
     batches = _batches(n, c, out_channels, (kh, kw), stride, padding, dilation, x.tt_dtype)
     if len(batches) > 1 and _resident(x):
@@ -440,25 +491,35 @@ def _convolve(x, weight, bias, stride, padding, dilation, transposed, output_pad
     for b0, b1 in batches:
         part_x = x if b1 - b0 == n else slice_handle(x, 0, b0, b1)
         nb = b1 - b0
-        flat = policy.nhwc(part_x)
-        outs = []
-        for first, end in chunks:  # (one chunk: the whole convolution)
-            part, part_spec, part_flat = None, dict(spec, batch_size=nb), flat
-            if len(chunks) > 1:
-                c_g, o_g = c // groups, out_channels // groups
-                part = (first * o_g, end * o_g)
-                part_spec.update(in_channels=(end - first) * c_g, out_channels=(end - first) * o_g,
-                                 groups=end - first)
-                part_flat = api.run("slice", flat, [0, 0, 0, first * c_g], [1, 1, nb * h * w, end * c_g],
-                                    [1, 1, 1, 1])
-            pw, pb = _prepared(weight, bias, part_spec, x.tt_dtype, transposed, transform, part)
-            out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat, weight_tensor=pw,
-                          bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
-                          conv_config=_config(x.tt_dtype), **part_spec, **extra)
-            if len(batches) == 1 and len(chunks) == 1 and width == ow and not one_d:
-                return policy.channels_last(out, (n, out_channels, oh, ow))  # stays channels-last (layout.py)
-            outs.append(reshape(out, (nb, oh, width, part_spec["out_channels"])))
-        rows.append(outs[0] if len(outs) == 1 else cat(outs, 3))
+        total = None
+        for t0, t1 in pieces:  # (one piece: the whole kernel)
+            taps, piece_x, piece_spec, piece_bias = None, part_x, dict(spec, batch_size=nb), bias
+            if len(pieces) > 1:  # columns t0 * dw .. of the padded input: the windows of taps t0..t1-1
+                start, end = t0 * dilation[1], t0 * dilation[1] + (width - 1) * stride[1] + (t1 - t0 - 1) * dilation[1] + 1
+                taps, piece_x = (t0, t1), slice_handle(part_x, 3, start, end)
+                piece_spec.update(input_width=end - start, kernel_size=(kh, t1 - t0))
+                piece_bias = bias if t0 == 0 else None
+            flat = policy.nhwc(piece_x)
+            outs = []
+            for first, end_ in chunks:  # (one chunk: the whole convolution)
+                part, part_spec, part_flat = None, dict(piece_spec), flat
+                if len(chunks) > 1:
+                    c_g, o_g = c // groups, out_channels // groups
+                    part = (first * o_g, end_ * o_g)
+                    part_spec.update(in_channels=(end_ - first) * c_g, out_channels=(end_ - first) * o_g,
+                                     groups=end_ - first)
+                    part_flat = api.run("slice", flat, [0, 0, 0, first * c_g],
+                                        [1, 1, nb * h * piece_spec["input_width"], end_ * c_g], [1, 1, 1, 1])
+                pw, pb = _prepared(weight, piece_bias, part_spec, x.tt_dtype, transposed, transform, part, taps)
+                out = api.run("conv_transpose2d" if transposed else "conv2d", input_tensor=part_flat,
+                              weight_tensor=pw, bias_tensor=pb, device=api.device(x.index), dtype=x.tt_dtype,
+                              conv_config=_config(x.tt_dtype), **part_spec, **extra)
+                if len(batches) == 1 and len(chunks) == 1 and len(pieces) == 1 and width == ow and not one_d:
+                    return policy.channels_last(out, (n, out_channels, oh, ow))  # stays channels-last (layout.py)
+                outs.append(reshape(out, (nb, oh, width, part_spec["out_channels"])))
+            out = outs[0] if len(outs) == 1 else cat(outs, 3)
+            total = out if total is None else api.run("add", total, out)
+        rows.append(total)
     out = permute_handle(rows[0] if len(rows) == 1 else cat(rows, 0), (0, 3, 1, 2))
     if width != ow:
         out = slice_handle(out, 3, 0, ow)
@@ -511,28 +572,40 @@ def _batches(n, c, o, kernel, stride, padding, dilation, tt_dtype) -> list:
 
 # A 1-D convolution (one output row) cannot be cut into rows, and TT-NN's DRAM auto slice tries only the rows:
 # when the whole row does not fit L1 it stops in TT_FATAL "DRAM Auto slice could not find valid slice
-# configuration" (op_slicing.cpp). What decides is the kernel's width in bytes, not the length. Measured (mock n150,
-# ttnn 0.81.1; 1 or 32 input channels, 64 outputs, lengths 3840 to 30720, strides 1 to 64): float32 passes up to
-# a kernel 92 wide and fails from 96 (moonshine's 127 of stride 64 under float32 storage), bfloat16 passes 180 and
-# fails from 250 -- a kernel row of more than ROW_KERNEL_BYTES. Such a convolution of at most 32 input channels runs
-# in two slices of the output's columns (Conv2dSliceConfig, width; measured: float32 kernels 127 and 200, bfloat16
-# 400, exact); TT-NN allows ceil(OW / 32) slices, so an output of 32 columns or fewer cannot be cut, and with more
-# input channels the circular buffers overflow L1 even cut (64 channels, kernel 127: 2.7 MB of 1.5 MB): refused.
-ROW_KERNEL_BYTES = 368
+# configuration" (op_slicing.cpp). What decides is the kernel row's bytes an input channel (its width times the
+# element's bytes), and the channels, not the length. Measured (mock n150, ttnn 0.81.1; one row of 40 to 400
+# outputs, channels in -> out, groups 1; bfloat16 and float32 alike at equal bytes): 368 bytes (float32 kernel
+# 92, bfloat16 184) pass at 256 -> 256 and fail at 384 -> 384, 512 -> 512, 256 -> 1024 and 1024 -> 256; 256 bytes
+# (float32 64, bfloat16 128) pass up to 2048 -> 2048; 184 bytes 2048 -> 2048; 92 bytes 4096 -> 4096. Wider
+# rows fail at one channel (float32 kernel 96, bfloat16 250: moonshine's 127 under float32 storage). A stride
+# matters too, from 64 channels (float32, 3840 long): 64 -> 64 of stride 64 passes at kernel 48 and fails at 63,
+# of stride 48 fails at 64, of stride 32 passes at 64; 128 bytes (float32 kernel 32, bfloat16 64) pass at
+# strides 2 to 128 up to 1024 -> 1024; 368 bytes pass at 32 -> 256 and 1 -> 256 of stride 64 but not at 1 -> 512
+# of stride 5. TT-NN's
+# width slicing (Conv2dSliceConfig) is no way out: it overflows the circular buffers at 32 channels already
+# (float32 kernel 128, 32 -> 32, groups 1 or 8: TT_THROW "circular buffers grow to 1678752 B"; wav2vec2's
+# positional conv1d, 64 channels in groups of 4, at 1682848 B).
+# So a one-row convolution whose kernel row is wider than its channels allow (_row_bytes) is the sum of the
+# convolutions of its kernel's pieces, each as wide as allowed (the pieces nearly equal): piece (t0, t1) convolves
+# taps t0..t1-1 with the columns of the zero-padded input those taps see (one slice), the bias added by the
+# first. Exact up to the order of the sum; one conv2d, slice and add a piece, and one prepared weight a piece.
+def _row_bytes(c: int, o: int, stride: int) -> int:
+    """The widest kernel row (bytes an input channel) of a one-row convolution of c -> o channels (a chunk of
+    groups: its own) and this stride along the row that TT-NN's DRAM slicing fits (measured: above)."""
+    if stride > 1:
+        return 368 if c <= 32 and o <= 256 else 128
+    widest = max(c, o)
+    return 368 if widest <= 256 else 256 if widest <= 2048 else 92
 
 
-def _row_slices(oh: int, kw: int, c_g: int, ow: int, tt_dtype) -> dict:
-    """conv2d's extra arguments for a one-row output with a wide kernel (see above): a width slicing in two, or
-    Unfit where no slicing fits; {} for every other convolution (TT-NN's automatic slicing)."""
-    row = kw * (4 if tt_dtype == api.FLOAT32 else 2)
-    if oh != 1 or row <= ROW_KERNEL_BYTES:
-        return {}
-    if c_g > 32 or ow <= 32:
-        raise Unfit(f"convolution: a one-row output {ow} wide of a kernel row of {kw} x {c_g} channels ({row} bytes "
-                    f"an input channel, more than {ROW_KERNEL_BYTES}): TT-NN's DRAM slicing has no configuration "
-                    f"that fits L1")
-    return {"slice_config": api.enum("Conv2dSliceConfig")(slice_type=api.enum("Conv2dDRAMSliceWidth"),
-                                                          num_slices=2)}
+def _kernel_pieces(oh: int, kw: int, c: int, o: int, stride: int, tt_dtype) -> list:
+    """A one-row convolution's kernel columns as pieces [t0, t1) each narrow enough for TT-NN's DRAM slicing
+    (see above); [(0, kw)] for every other convolution."""
+    element = 4 if tt_dtype == api.FLOAT32 else 2
+    widest = max(1, _row_bytes(c, o, stride) // element)
+    if oh != 1 or kw <= widest:
+        return [(0, kw)]
+    return batch_chunks(kw, widest)
 
 
 def _takes_channels_last(x, weight, stride, padding, dilation, transposed, groups) -> bool:
@@ -831,9 +904,11 @@ def _fused_route(x, weight, stride, padding, dilation, groups):
     if groups > 1:
         taps = _depthwise(x, weight, groups) or _grouped_taps(c // groups, kh * kw)
         return "taps" if taps and _takes_channels_last(x, weight, stride, padding, dilation, False, groups) else None
-    ow = _out_size(w, kw, stride[1], padding[1], dilation[1], 0, False)
+    oh, ow = (_out_size(size, k, st, p, d, 0, False) for size, k, st, p, d in
+              zip((h, w), (kh, kw), stride, padding, dilation))
     if (ow < MIN_OUTPUT_WIDTH and not _pointwise((kh, kw), stride, padding)) \
-            or len(_batches(n, c, o, (kh, kw), stride, padding, dilation, x.tt_dtype)) > 1:
+            or len(_batches(n, c, o, (kh, kw), stride, padding, dilation, x.tt_dtype)) > 1 \
+            or len(_kernel_pieces(oh, kw, c, o, stride[1], x.tt_dtype)) > 1:
         return None
     return "conv2d"
 

@@ -282,10 +282,27 @@ def slice_handle(x: api.Handle, d: int, start, end, step: int = 1) -> api.Handle
     shape[d] = (end - start + step - 1) // step
     if 0 in shape or x.tt is None:
         return _without_data(x, shape)
+    if d == n - 1 and step == 1 and not policy.row_fits(x.shape, x.tt_dtype):
+        piece = _row_piece(size, start, end, x.tt_dtype)
+        if piece is not None:  # rows of pieces: a slice of whole pieces along the dimension before
+            lead = tuple(x.shape[:-1])
+            rows = slice_handle(reshape(x, (*lead, size // piece, piece)), n - 1, start // piece, end // piece)
+            return reshape(rows, (*lead, end - start))
     _refuse_long_rows("slice", [x], d)
     begins, ends, steps = [0] * n, list(x.shape), [1] * n
     begins[d], ends[d], steps[d] = start, end, step
     return same_values(api.run("slice", x, begins, ends, steps), x, every_value=False)
+
+
+def _row_piece(size: int, start: int, end: int, tt_dtype):
+    """The widest piece p (a multiple of 32: a tile's width, no padding) that divides a row of `size` elements
+    and both bounds of its slice [start, end), and fits a core's L1 (layout.row_fits); None if there is none. A
+    row too long for ttnn.slice (float32 storage doubles its bytes: longformer's and led's diagonalized attention
+    chunks, 197120 elements cut by 256 at the end) is then sliced as [size / p, p] rows of whole pieces."""
+    piece = math.gcd(size, start, end)
+    while piece % 64 == 0 and not policy.row_fits((piece,), tt_dtype):
+        piece //= 2
+    return piece if piece % 32 == 0 and policy.row_fits((piece,), tt_dtype) else None
 
 
 def _refuse_long_rows(op: str, parts: list, d: int, out_shape=None) -> None:
