@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import ttnn_eager
 import ttnn_eager.lowerings  # noqa: F401  (defines the fused ops, torch.ops.ttnn_eager.*)
-from ttnn_eager.features.compile import passes
+from ttnn_eager.features.compile import compiler, passes
 
 from conftest import covers, pcc
 
@@ -317,7 +317,7 @@ def _aten_graph(fn, *args):
     def keep(gm, _):
         graphs.append(gm)
         return gm
-    with torch.no_grad():
+    with torch.no_grad(), compiler.kept_whole():
         aot_function(fn, fw_compiler=keep)(*[a.to(DEV) for a in args])
     gm = graphs[0]
     return gm, copy.deepcopy(gm)
@@ -358,6 +358,14 @@ PATTERNS = {
     "duplicates": (lambda x, c: x * c.unsqueeze(1) + (x * 2) * c.unsqueeze(1), [(1, 4, 8, 64), (1, 8, 64)]),
     # transformers' rotary attention_scaling of 1.0
     "identities": (lambda x: (x * 1.0).cos() * 2, [(2, 32, 64)]),
+    # transformers' interpolate_pos_encoding under tracing: the patch position embeddings to their own size
+    "noop_resizes": (lambda x: F.interpolate(x, size=(16, 16), mode="bicubic", align_corners=False) * 2,
+                     [(1, 4, 16, 16)]),
+    "noop_resizes_nearest": (lambda x: F.interpolate(x, size=(8, 16), mode="nearest") * 2, [(1, 4, 8, 16)]),
+    "inverse_permutes": (lambda x: x.permute(0, 3, 1, 2).permute(0, 2, 3, 1) * 2, [(1, 16, 16, 64)]),
+    "inverse_permutes_composed": (lambda x: x.permute(0, 3, 1, 2).permute(0, 1, 3, 2) * 2, [(1, 16, 8, 64)]),
+    "cat_slices": (lambda x: torch.cat([x[:, :8], x[:, 8:]], 1) * 2, [(1, 264, 64)]),
+    "cat_slices_part": (lambda x, y: torch.cat([y, x[:, 2:8], x[:, 8:-4]], 1) * 2, [(1, 32, 64), (1, 8, 64)]),
 }
 SEVERAL = {"qkv_heads", "matmul_bias_activation"}  # patterns whose match takes more than one rewrite
 
@@ -382,7 +390,9 @@ def test_each_fusion_pass_computes_what_the_unfused_graph_did(name):
     args = [torch.randn(s) for s in shapes]
     gm, fused = _aten_graph(fn, *args)
     done = passes.run(fused)
-    want = name.split("_gqa")[0].split("_silu")[0].split("_transposes")[0]
+    want = name
+    for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part"):
+        want = want.split(variant)[0]
     assert done[want] == 1, (done, _targets(gm))
     assert sum(done.values()) == 1 or name in SEVERAL, done
     assert len(_targets(fused)) < len(_targets(gm))
@@ -431,6 +441,27 @@ def test_the_cache_update_pass_computes_what_index_copy_did():
     args = [args[0], args[1], torch.randn(1, 4, 3, 64), torch.randn(1, 4, 3, 64), torch.tensor(7)]
     gm, fused_gm = _aten_graph(_static_cache_update, *args)
     assert passes.run(fused_gm)["cache_update"] == 0
+
+
+def test_position_embeddings_interpolated_to_their_own_size_are_the_embeddings():
+    """transformers' interpolate_pos_encoding returns the position embeddings as they are in eager mode, but under
+    tracing splits off the class token's, views the rest as an image, permutes, interpolates to the same size,
+    permutes back and concatenates (pixio: +9 TT-NN ops compiled): noop_resizes, inverse_permutes, view_chains,
+    noop_views and cat_slices leave the embeddings themselves, on the CPU and on the device."""
+    def pos(e):
+        patches = e[:, 1:].reshape(1, 4, 4, 64).permute(0, 3, 1, 2)
+        patches = F.interpolate(patches, size=(4, 4), mode="bicubic", align_corners=False)
+        return torch.cat([e[:, :1], patches.permute(0, 2, 3, 1).view(1, -1, 64)], dim=1) * 2
+    e = torch.randn(1, 17, 64)
+    gm, fused = _aten_graph(pos, e)
+    done = passes.run(fused)
+    assert done["noop_resizes"] == 1 and done["inverse_permutes"] == 1 and done["cat_slices"] == 1, done
+    assert _targets(fused) == ["aten.mul.Tensor"], _targets(fused)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(e)[0], gm(e)[0], atol=0, rtol=0)
+        with ttnn_eager.strict():
+            got = fused(e.to(DEV))[0].cpu()
+    assert pcc(got, pos(e)) >= 0.9999 and float((got - pos(e)).abs().max()) <= 0.02 * float(pos(e).abs().max())
 
 
 def test_a_result_of_the_graph_is_not_merged_into_another_value():

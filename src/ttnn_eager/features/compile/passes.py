@@ -96,6 +96,123 @@ def noop_views(g: fx.Graph) -> int:
     return done
 
 
+
+# the upsample ops (interpolate, kept whole by compiler.kept_whole): -> (the number of spatial sizes, where the
+# optional scales start in the arguments)
+_RESIZES = {aten.upsample_nearest1d.default: (1, 2), aten.upsample_nearest2d.default: (2, 2),
+            aten.upsample_nearest3d.default: (3, 2), aten._upsample_nearest_exact1d.default: (1, 2),
+            aten._upsample_nearest_exact2d.default: (2, 2), aten._upsample_nearest_exact3d.default: (3, 2),
+            aten.upsample_linear1d.default: (1, 3), aten.upsample_bilinear2d.default: (2, 3),
+            aten.upsample_trilinear3d.default: (3, 3), aten.upsample_bicubic2d.default: (2, 3)}
+
+
+def noop_resizes(g: fx.Graph) -> int:
+    """An upsample to the size its input has (no scales other than 1): every output element is read at an
+    input element's own coordinate (nearest; linear and cubic with the weight 1 there) -- the input.
+    (transformers' interpolate_pos_encoding under tracing: interpolates the position embeddings to their own
+    size, which eager mode skips.)"""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, *_RESIZES) or _returned(n):
+            continue
+        k, first_scale = _RESIZES[n.target]
+        xs = _shape(n.args[0])
+        scales = [*n.args[first_scale:], *n.kwargs.values()]
+        if xs is None or _shape(n) != xs or any(s is not None and s != 1.0 for s in scales):
+            continue
+        n.replace_all_uses_with(n.args[0])
+        g.erase_node(n)
+        done += 1
+    return done
+
+
+def inverse_permutes(g: fx.Graph) -> int:
+    """permute(permute(x, p), q): x where the two undo each other, else one permute of x (where the inner
+    one has no other use)."""
+    done = 0
+    for n in list(g.nodes):
+        if not (_is(n, aten.permute.default) and _is(n.args[0], aten.permute.default)) or _shape(n) is None:
+            continue
+        inner = n.args[0]
+        nd = len(_shape(n))
+        p, q = ([d % nd for d in m.args[1]] for m in (inner, n))
+        order = [p[j] for j in q]
+        if order == list(range(nd)):
+            if _returned(n):
+                continue
+            n.replace_all_uses_with(inner.args[0])
+            g.erase_node(n)
+        elif _only_user(inner):
+            n.args = (inner.args[0], order)
+        else:
+            continue
+        if not inner.users:
+            g.erase_node(inner)
+        done += 1
+    return done
+
+
+def _slice_range(n, dim: int):
+    """n = x[start:end] along dim (step 1; x's size known): (x, start, end) with both in [0, size], else None."""
+    if not (_is(n, aten.slice.Tensor) and _shape(n.args[0]) is not None):
+        return None
+    x, d, start, end, step = (list(n.args) + [0, None, None, 1][len(n.args) - 1:])[:5]
+    size = _shape(x)[dim] if len(_shape(x)) > dim else None
+    if size is None or d % len(_shape(x)) != dim or step != 1 or not all(isinstance(v, (int, type(None)))
+                                                                         for v in (start, end)):
+        return None
+    start = 0 if start is None else start + size if start < 0 else start
+    end = size if end is None else end + size if end < 0 else end
+    return x, min(max(start, 0), size), min(max(end, 0), size)
+
+
+def cat_slices(g: fx.Graph) -> int:
+    """cat of consecutive slices of one tensor along the cat's dimension (x[a:b], x[b:c] -> x[a:c]): one slice,
+    or x itself where they tile it (transformers' interpolate_pos_encoding under tracing: the class and patch
+    position embeddings split, then put back together)."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.cat.default) or _shape(n) is None or _returned(n):
+            continue
+        nd = len(_shape(n))
+        dim = (n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)) % nd
+        parts, merged = [], 0
+        for t in n.args[0]:
+            r = _slice_range(t, dim)
+            if r is not None and parts and isinstance(parts[-1], tuple) and parts[-1][0] is r[0] \
+                    and parts[-1][2] == r[1]:
+                parts[-1] = (r[0], parts[-1][1], r[2])
+                merged += 1
+            else:
+                parts.append(r if r is not None else t)
+        if not merged:
+            continue
+        with g.inserting_before(n):
+            items = []
+            for part in parts:
+                if isinstance(part, tuple):
+                    x, start, end = part
+                    whole = start == 0 and end == _shape(x)[dim]
+                    items.append(x if whole else g.call_function(aten.slice.Tensor, (x, dim, start, end)))
+                else:
+                    items.append(part)
+            new = items[0] if len(items) == 1 else g.call_function(aten.cat.default, (items, dim))
+        if len(items) > 1:
+            new.meta.update(n.meta)
+        old = [t for t in n.args[0] if isinstance(t, fx.Node)]
+        n.replace_all_uses_with(new)
+        g.erase_node(n)
+        for t in old:
+            if not t.users and not getattr(t, "_erased", False):
+                g.erase_node(t)
+        for item in items:
+            if isinstance(item, fx.Node) and _is(item, aten.slice.Tensor) and "val" not in item.meta:
+                x, d, start, end = item.args
+                item.meta["val"] = x.meta["val"].narrow(d, start, end - start)
+        done += 1
+    return done
+
+
 def _key(a):
     return tuple(_key(x) for x in a) if isinstance(a, (list, tuple)) else a
 
@@ -559,7 +676,8 @@ def split_qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-PASSES = (identities, duplicates, noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads,
+PASSES = (identities, duplicates, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
+          noop_views, cat_slices, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
           cache_update, grouped_attention)
 
