@@ -366,8 +366,18 @@ PATTERNS = {
     "inverse_permutes_composed": (lambda x: x.permute(0, 3, 1, 2).permute(0, 1, 3, 2) * 2, [(1, 16, 8, 64)]),
     "cat_slices": (lambda x: torch.cat([x[:, :8], x[:, 8:]], 1) * 2, [(1, 264, 64)]),
     "cat_slices_part": (lambda x, y: torch.cat([y, x[:, 2:8], x[:, 8:-4]], 1) * 2, [(1, 32, 64), (1, 8, 64)]),
+    # transformers' padding mask under tracing: padding_mask[batch_arange, kv_arange], and `& (kv_idx >= 0)`
+    "arange_index": (lambda x: x[torch.arange(2, device=x.device).view(2, 1, 1, 1),
+                                 torch.arange(16, device=x.device).view(1, 1, 1, 16)] * 2, [(2, 16)]),
+    "true_ands": (lambda x, m: x * ((m > 0) & (torch.arange(16, device=m.device) >= 0)), [(2, 16), (2, 16)]),
+    "true_ands_broadcast": (lambda x, m: x * ((m[:, None, :] > 0) & (torch.arange(16, device=m.device)[:, None] >= 0))
+                            .expand(2, 16, 16), [(2, 16, 16), (2, 16)]),
+    "attention_masks": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m.expand(1, 4, 32, 32)),
+                        [(1, 4, 32, 32), (1, 4, 32, 32), (1, 4, 32, 32), (1, 1, 1, 32)]),
+    "noop_views_expand": (lambda x: x.expand(2, 32, 64).relu(), [(2, 32, 64)]),
 }
-SEVERAL = {"qkv_heads", "matmul_bias_activation"}  # patterns whose match takes more than one rewrite
+SEVERAL = {"qkv_heads", "matmul_bias_activation"}
+FACTORIES = {"arange_index", "true_ands", "true_ands_broadcast"}  # graphs that make tensors on the device  # patterns whose match takes more than one rewrite
 
 
 def _repeat_kv(x, n):  # transformers' (Llama's grouped-query attention without enable_gqa)
@@ -391,21 +401,23 @@ def test_each_fusion_pass_computes_what_the_unfused_graph_did(name):
     gm, fused = _aten_graph(fn, *args)
     done = passes.run(fused)
     want = name
-    for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part"):
+    for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part", "_broadcast", "_expand"):
         want = want.split(variant)[0]
     assert done[want] == 1, (done, _targets(gm))
     assert sum(done.values()) == 1 or name in SEVERAL, done
     assert len(_targets(fused)) < len(_targets(gm))
-    # the rewrite on the CPU (the fused ops' CPU kernels are their meaning) against the original graph
+    # the rewrite on the CPU (the fused ops' CPU kernels are their meaning) against the original graph (a graph
+    # that makes tensors on the device -- aranges -- against fn itself on the CPU)
+    dargs = [a.to(DEV) for a in args]
     with torch.no_grad():
-        for a, b in zip(fused(*args), gm(*args)):
+        unfused = gm(*args) if name not in FACTORIES else [fn(*args)]
+        for a, b in zip(fused(*args), unfused):
             torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     # and on the device, through the fused lowerings, against the original graph on the CPU
-    dargs = [a.to(DEV) for a in args]
     with torch.no_grad():
         with ttnn_eager.strict():
             got = fused(*dargs)
-        ref = gm(*args)
+        ref = gm(*args) if name not in FACTORIES else [fn(*args)]
     for a, b in zip(got, ref):
         assert a.shape == b.shape
         assert pcc(a.cpu(), b) >= 0.999
@@ -480,6 +492,13 @@ def test_a_pattern_whose_intermediate_is_used_elsewhere_is_left_alone():
     args = [torch.randn(2, 32, 64)] + [torch.randn(64, 64)] * 3
     gm, fused = _aten_graph(lambda x, *ws: tuple(F.linear(x, w).view(2, 32, -1, 16).transpose(1, 2) for w in ws), *args)
     assert passes.run(fused)["qkv_heads"] == 0
+    # a constant that is false somewhere is not dropped from an &; positions not in order stay a gather
+    gm, fused = _aten_graph(lambda x, m: x * ((m > 0) & (torch.arange(16, device=m.device) >= 1)),
+                            torch.randn(2, 16), torch.randn(2, 16))
+    assert passes.run(fused)["true_ands"] == 0
+    gm, fused = _aten_graph(lambda x: x[torch.arange(2, device=x.device).view(1, 2), torch.arange(16, device=x.device)
+                                        .view(16, 1)], torch.randn(2, 16))
+    assert passes.run(fused)["arange_index"] == 0
 
 
 

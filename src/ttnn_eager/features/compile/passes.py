@@ -89,7 +89,7 @@ def _replace(old: fx.Node, new: fx.Node, dead=()) -> None:
 def noop_views(g: fx.Graph) -> int:
     done = 0
     for n in list(g.nodes):
-        if _is(n, *_VIEWS) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
+        if _is(n, *_VIEWS, aten.expand.default) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
             n.replace_all_uses_with(n.args[0])
             g.erase_node(n)
             done += 1
@@ -211,6 +211,128 @@ def cat_slices(g: fx.Graph) -> int:
                 item.meta["val"] = x.meta["val"].narrow(d, start, end - start)
         done += 1
     return done
+
+
+
+_UNSQUEEZES = (aten.unsqueeze.default, *_VIEWS)
+
+
+def _positions(i, size: int) -> int | None:
+    """i = arange(size) (integers 0, 1, ..., size - 1) through unsqueezes and views that keep one dimension of
+    size `size`, the others 1: that dimension's position, else None."""
+    shape = _shape(i)
+    v = i.meta.get("val") if isinstance(i, fx.Node) else None
+    if shape is None or not isinstance(v, torch.Tensor) or v.dtype not in (torch.int64, torch.int32) \
+            or sorted(shape) != [1] * (len(shape) - 1) + [size]:
+        return None
+    src = i
+    while _is(src, *_UNSQUEEZES):
+        src = src.args[0]
+    if not _is(src, aten.arange.default, aten.arange.start, aten.arange.start_step):
+        return None
+    bounds = list(src.args) if src.target is not aten.arange.default else [0, *src.args]
+    if bounds[:2] != [0, size] or (len(bounds) > 2 and bounds[2] != 1) or _shape(src) != (size,):
+        return None
+    return shape.index(size) if size != 1 else None
+
+
+def arange_index(g: fx.Graph) -> int:
+    """x[i0, i1, ...] where each i_k is arange(x.shape[k]) unsqueezed to its own dimension of the result, in
+    order (transformers' mask functions under tracing: padding_mask[batch_arange, kv_arange] of
+    `[b, 1, 1, 1]` and `[1, 1, 1, k]` positions): every element read in place -- a view of x to the result's
+    shape, not a gather."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.index.Tensor) or _shape(n) is None or _shape(n.args[0]) is None:
+            continue
+        x, indices = n.args[0], n.args[1]
+        xs = _shape(x)
+        if not indices or len(indices) > len(xs) or any(not isinstance(i, fx.Node) for i in indices):
+            continue
+        ranks = {len(_shape(i) or ()) for i in indices}
+        places = [_positions(i, xs[k]) for k, i in enumerate(indices)]
+        if len(ranks) != 1 or None in places or places != sorted(set(places)):
+            continue
+        rank = ranks.pop()
+        want = [1] * rank
+        for k, p in enumerate(places):
+            want[p] = xs[k]
+        if _shape(n) != (*want, *xs[len(indices):]):
+            continue
+        n.target, n.args = aten._unsafe_view.default, (x, list(_shape(n)))
+        done += 1
+    _erase_dead(g)
+    return done
+
+
+_CONSTANT_MAX = 1 << 16  # elements of a constant evaluated while compiling
+
+
+def _evaluated(n, cache: dict):
+    """The value of n on the CPU where n is computed from factory ops alone (no graph input, no random numbers,
+    at most _CONSTANT_MAX elements each), else None."""
+    if n in cache:
+        return cache[n]
+    cache[n] = None
+    v = n.meta.get("val") if isinstance(n, fx.Node) else None
+    if not isinstance(v, torch.Tensor) or v.numel() > _CONSTANT_MAX or not _pure(n) or n.target is operator.getitem:
+        return None
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.fx.node import map_arg
+    inputs = [_evaluated(a, cache) for a in n.all_input_nodes]
+    if any(a is None for a in inputs):
+        return None
+    values = dict(zip(n.all_input_nodes, inputs))
+    kwargs = {k: ("cpu" if k == "device" else a) for k, a in n.kwargs.items()}
+    try:
+        with torch.no_grad(), unset_fake_temporarily():
+            out = n.target(*map_arg(n.args, values.__getitem__), **map_arg(kwargs, values.__getitem__))
+    except Exception:  # (an op with no CPU kernel: not evaluated)
+        return None
+    cache[n] = out if isinstance(out, torch.Tensor) and out.shape == v.shape and out.dtype == v.dtype else None
+    return cache[n]
+
+
+def _all_true(value) -> bool:
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return value is not None and bool(value.all())
+
+
+def true_ands(g: fx.Graph) -> int:
+    """a & t (bitwise or logical) of a boolean a and a t computed from factory ops alone that is true everywhere
+    and does not widen a (transformers' mask functions under tracing: `ones & (kv_idx >= 0)` of aranges, then
+    that & the padding mask): a."""
+    done, cache = 0, {}
+    for n in list(g.nodes):
+        if not (_is(n, aten.bitwise_and.Tensor, aten.logical_and.default) and len(n.args) == 2) or _returned(n):
+            continue
+        for a, t in (n.args, n.args[::-1]):
+            va, out = (a.meta.get("val") if isinstance(a, fx.Node) else None), n.meta.get("val")
+            if not (isinstance(va, torch.Tensor) and isinstance(out, torch.Tensor) and va.dtype == out.dtype
+                    == torch.bool and isinstance(t, fx.Node)) or not _all_true(_evaluated(t, cache)):
+                continue
+            if va.shape == out.shape:
+                n.replace_all_uses_with(a)
+                g.erase_node(n)
+            else:  # (t broadcast a: a expanded to the result's shape, one expand with an expand after it)
+                users = list(n.users)
+                if not users or not all(_is(u, aten.expand.default) and u.args[0] is n for u in users):
+                    continue
+                for u in users:
+                    u.args = (a, [s if s != -1 else out.shape[i] for i, s in enumerate(u.args[1])])
+                g.erase_node(n)
+            done += 1
+            break
+    _erase_dead(g)
+    return done
+
+
+def _erase_dead(g: fx.Graph) -> None:
+    """Nodes a rewrite left without users that compute a value and write nothing (last first)."""
+    for n in reversed(list(g.nodes)):
+        if not n.users and _pure(n):
+            g.erase_node(n)
 
 
 def _key(a):
@@ -551,6 +673,26 @@ def grouped_attention(g: fx.Graph) -> int:
     return done
 
 
+def attention_masks(g: fx.Graph) -> int:
+    """scaled_dot_product_attention of a mask expanded to the scores' shape: of the mask before its expand
+    (sdpa broadcasts its mask; the lowering expands it once per mask, its decomposition adds it broadcast)."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.scaled_dot_product_attention.default):
+            continue
+        mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
+        if not _is(mask, aten.expand.default) or _shape(mask.args[0]) is None:
+            continue
+        if len(n.args) > 3:
+            n.args = (*n.args[:3], mask.args[0], *n.args[4:])
+        else:
+            n.kwargs = {**n.kwargs, "attn_mask": mask.args[0]}
+        if not mask.users:
+            g.erase_node(mask)
+        done += 1
+    return done
+
+
 def _contiguous(n) -> bool:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     return isinstance(v, torch.Tensor) and v.is_contiguous()
@@ -676,10 +818,10 @@ def split_qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-PASSES = (identities, duplicates, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
+PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
           noop_views, cat_slices, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
-          cache_update, grouped_attention)
+          cache_update, grouped_attention, attention_masks)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
