@@ -335,6 +335,34 @@ def _erase_dead(g: fx.Graph) -> None:
             g.erase_node(n)
 
 
+def cat_empties(g: fx.Graph) -> int:
+    """cat of empty tensors and others: of the others, or the one other itself (transformers' DynamicCache under
+    tracing: each layer's first keys and values concatenated to the cache's empty [b, h, 0, d] tensors)."""
+    done = 0
+    for n in list(g.nodes):
+        out = n.meta.get("val")
+        if not _is(n, aten.cat.default) or not isinstance(out, torch.Tensor):
+            continue
+        vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in n.args[0]]
+        if not all(isinstance(v, torch.Tensor) for v in vals):
+            continue
+        kept = [t for t, v in zip(n.args[0], vals)  # (cat skips an empty tensor of the result's rank, or of [0])
+                if v.numel() or not (v.dim() == out.dim() or tuple(v.shape) == (0,))]
+        if len(kept) == len(vals) or not kept:
+            continue
+        if len(kept) == 1:
+            v = kept[0].meta["val"]
+            if v.shape != out.shape or v.dtype != out.dtype or _returned(n):
+                continue
+            n.replace_all_uses_with(kept[0])
+            g.erase_node(n)
+        else:
+            n.args = (kept, *n.args[1:])
+        done += 1
+    _erase_dead(g)
+    return done
+
+
 def _key(a):
     return tuple(_key(x) for x in a) if isinstance(a, (list, tuple)) else a
 
@@ -819,7 +847,7 @@ def split_qkv_heads(g: fx.Graph) -> int:
 
 
 PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
-          noop_views, cat_slices, gelu_tanh, matmul_bias, split_qkv_heads,
+          noop_views, cat_slices, cat_empties, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
           cache_update, grouped_attention, attention_masks)
 
