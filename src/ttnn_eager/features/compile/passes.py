@@ -7,7 +7,16 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                           unsqueeze the step's one cos and sin; transformers computes arange(1) + position twice)
     identities            x * 1, x / 1, x + 0, x - 0 of the result's dtype and shape (transformers' rotary
                           attention_scaling of 1.0, its mask's kv_arange + 0) -> x
-    noop_views            view/reshape to the shape it already has          -> removed
+    noop_views            view/reshape/expand to the shape it already has   -> removed
+    arange_index          x[i0, i1, ...] of aranges each along its own result dimension, in order (transformers'
+                          padding mask under tracing: mask[batch_arange, kv_arange]) -> a view of x
+    true_ands             a & t of a t made from factory ops alone that is true everywhere (evaluated while
+                          compiling; `kv_idx >= 0` of an arange)             -> a (or its expand)
+    noop_resizes          an upsample to the size it has                    -> removed
+    inverse_permutes      permute of a permute                              -> removed (they undo each other), or one
+    cat_slices            cat of consecutive slices of one tensor           -> one slice, or the tensor
+    cat_empties           cat with empty inputs (a DynamicCache's first keys and values) -> of the others, or the one
+    attention_masks       sdpa of an expanded mask                          -> of the mask (sdpa broadcasts it)
     qkv_heads             three linears of one input, each viewed into heads and transposed
                           ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
     concat_heads          transpose(1, 2) of [b, h, s, d], contiguous, viewed to [b, s, h*d]
