@@ -344,6 +344,17 @@ def _erase_dead(g: fx.Graph) -> None:
             g.erase_node(n)
 
 
+def _own_value(n) -> bool:
+    """n (through the views it is made by) is computed in the graph from no graph input or constant directly and
+    is none of its results: returned in place of another result, it aliases nothing the caller sees."""
+    while True:
+        if not isinstance(n, fx.Node) or n.op != "call_function" or _returned(n):
+            return False
+        if not getattr(n.target, "is_view", False):
+            return True
+        n = n.args[0]
+
+
 def cat_empties(g: fx.Graph) -> int:
     """cat of empty tensors and others: of the others, or the one other itself (transformers' DynamicCache under
     tracing: each layer's first keys and values concatenated to the cache's empty [b, h, 0, d] tensors)."""
@@ -361,7 +372,7 @@ def cat_empties(g: fx.Graph) -> int:
             continue
         if len(kept) == 1:
             v = kept[0].meta["val"]
-            if v.shape != out.shape or v.dtype != out.dtype or _returned(n):
+            if v.shape != out.shape or v.dtype != out.dtype or (_returned(n) and not _own_value(kept[0])):
                 continue
             n.replace_all_uses_with(kept[0])
             g.erase_node(n)
