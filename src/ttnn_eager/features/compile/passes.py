@@ -256,7 +256,8 @@ def arange_index(g: fx.Graph) -> int:
             continue
         x, indices = n.args[0], n.args[1]
         xs = _shape(x)
-        if not indices or len(indices) > len(xs) or any(not isinstance(i, fx.Node) for i in indices):
+        if not indices or len(indices) > len(xs) or any(not isinstance(i, fx.Node) for i in indices) \
+                or not _contiguous(x):  # (a view of x's elements in order)
             continue
         ranks = {len(_shape(i) or ()) for i in indices}
         places = [_positions(i, xs[k]) for k, i in enumerate(indices)]
