@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import ttnn_eager
 import ttnn_eager.lowerings  # noqa: F401  (defines the fused ops, torch.ops.ttnn_eager.*)
-from ttnn_eager.features.compile import passes
+from ttnn_eager.features.compile import compiler, passes
 
 from conftest import covers, pcc
 
@@ -317,7 +317,7 @@ def _aten_graph(fn, *args):
     def keep(gm, _):
         graphs.append(gm)
         return gm
-    with torch.no_grad():
+    with torch.no_grad(), compiler.kept_whole():
         aot_function(fn, fw_compiler=keep)(*[a.to(DEV) for a in args])
     gm = graphs[0]
     return gm, copy.deepcopy(gm)
@@ -358,8 +358,30 @@ PATTERNS = {
     "duplicates": (lambda x, c: x * c.unsqueeze(1) + (x * 2) * c.unsqueeze(1), [(1, 4, 8, 64), (1, 8, 64)]),
     # transformers' rotary attention_scaling of 1.0
     "identities": (lambda x: (x * 1.0).cos() * 2, [(2, 32, 64)]),
+    # transformers' interpolate_pos_encoding under tracing: the patch position embeddings to their own size
+    "noop_resizes": (lambda x: F.interpolate(x, size=(16, 16), mode="bicubic", align_corners=False) * 2,
+                     [(1, 4, 16, 16)]),
+    "noop_resizes_nearest": (lambda x: F.interpolate(x, size=(8, 16), mode="nearest") * 2, [(1, 4, 8, 16)]),
+    "inverse_permutes": (lambda x: x.permute(0, 3, 1, 2).permute(0, 2, 3, 1) * 2, [(1, 16, 16, 64)]),
+    "inverse_permutes_composed": (lambda x: x.permute(0, 3, 1, 2).permute(0, 1, 3, 2) * 2, [(1, 16, 8, 64)]),
+    "cat_slices": (lambda x: torch.cat([x[:, :8], x[:, 8:]], 1) * 2, [(1, 264, 64)]),
+    "cat_slices_part": (lambda x, y: torch.cat([y, x[:, 2:8], x[:, 8:-4]], 1) * 2, [(1, 32, 64), (1, 8, 64)]),
+    # transformers' padding mask under tracing: padding_mask[batch_arange, kv_arange], and `& (kv_idx >= 0)`
+    "arange_index": (lambda x: x[torch.arange(2, device=x.device).view(2, 1, 1, 1),
+                                 torch.arange(16, device=x.device).view(1, 1, 1, 16)] * 2, [(2, 16)]),
+    "true_ands": (lambda x, m: x * ((m > 0) & (torch.arange(16, device=m.device) >= 0)), [(2, 16), (2, 16)]),
+    "true_ands_broadcast": (lambda x, m: x * ((m[:, None, :] > 0) & (torch.arange(16, device=m.device)[:, None] >= 0))
+                            .expand(2, 16, 16), [(2, 16, 16), (2, 16)]),
+    "attention_masks": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m.expand(1, 4, 32, 32)),
+                        [(1, 4, 32, 32), (1, 4, 32, 32), (1, 4, 32, 32), (1, 1, 1, 32)]),
+    "noop_views_expand": (lambda x: x.expand(2, 32, 64).relu(), [(2, 32, 64)]),
+    # transformers' DynamicCache: the first keys concatenated to the layer's empty cache
+    "cat_empties": (lambda k, c: torch.cat([c, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
+    "cat_empties_part": (lambda k, c: torch.cat([c, k, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
 }
-SEVERAL = {"qkv_heads", "matmul_bias_activation"}  # patterns whose match takes more than one rewrite
+SEVERAL = {"qkv_heads", "matmul_bias_activation"}
+FEWER_INPUTS = {"cat_empties_part"}  # the same ops, one taking fewer inputs
+FACTORIES = {"arange_index", "true_ands", "true_ands_broadcast"}  # graphs that make tensors on the device  # patterns whose match takes more than one rewrite
 
 
 def _repeat_kv(x, n):  # transformers' (Llama's grouped-query attention without enable_gqa)
@@ -382,20 +404,28 @@ def test_each_fusion_pass_computes_what_the_unfused_graph_did(name):
     args = [torch.randn(s) for s in shapes]
     gm, fused = _aten_graph(fn, *args)
     done = passes.run(fused)
-    want = name.split("_gqa")[0].split("_silu")[0].split("_transposes")[0]
+    want = name
+    for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part", "_broadcast", "_expand"):
+        want = want.split(variant)[0]
     assert done[want] == 1, (done, _targets(gm))
     assert sum(done.values()) == 1 or name in SEVERAL, done
-    assert len(_targets(fused)) < len(_targets(gm))
-    # the rewrite on the CPU (the fused ops' CPU kernels are their meaning) against the original graph
+    if name in FEWER_INPUTS:
+        cat = next(n for n in fused.graph.nodes if n.target is torch.ops.aten.cat.default)
+        assert len(cat.args[0]) == 2, cat.args
+    else:
+        assert len(_targets(fused)) < len(_targets(gm))
+    # the rewrite on the CPU (the fused ops' CPU kernels are their meaning) against the original graph (a graph
+    # that makes tensors on the device -- aranges -- against fn itself on the CPU)
+    dargs = [a.to(DEV) for a in args]
     with torch.no_grad():
-        for a, b in zip(fused(*args), gm(*args)):
+        unfused = gm(*args) if name not in FACTORIES else [fn(*args)]
+        for a, b in zip(fused(*args), unfused):
             torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     # and on the device, through the fused lowerings, against the original graph on the CPU
-    dargs = [a.to(DEV) for a in args]
     with torch.no_grad():
         with ttnn_eager.strict():
             got = fused(*dargs)
-        ref = gm(*args)
+        ref = gm(*args) if name not in FACTORIES else [fn(*args)]
     for a, b in zip(got, ref):
         assert a.shape == b.shape
         assert pcc(a.cpu(), b) >= 0.999
@@ -433,6 +463,27 @@ def test_the_cache_update_pass_computes_what_index_copy_did():
     assert passes.run(fused_gm)["cache_update"] == 0
 
 
+def test_position_embeddings_interpolated_to_their_own_size_are_the_embeddings():
+    """transformers' interpolate_pos_encoding returns the position embeddings as they are in eager mode, but under
+    tracing splits off the class token's, views the rest as an image, permutes, interpolates to the same size,
+    permutes back and concatenates (pixio: +9 TT-NN ops compiled): noop_resizes, inverse_permutes, view_chains,
+    noop_views and cat_slices leave the embeddings themselves, on the CPU and on the device."""
+    def pos(e):
+        patches = e[:, 1:].reshape(1, 4, 4, 64).permute(0, 3, 1, 2)
+        patches = F.interpolate(patches, size=(4, 4), mode="bicubic", align_corners=False)
+        return torch.cat([e[:, :1], patches.permute(0, 2, 3, 1).view(1, -1, 64)], dim=1) * 2
+    e = torch.randn(1, 17, 64)
+    gm, fused = _aten_graph(pos, e)
+    done = passes.run(fused)
+    assert done["noop_resizes"] == 1 and done["inverse_permutes"] == 1 and done["cat_slices"] == 1, done
+    assert _targets(fused) == ["aten.mul.Tensor"], _targets(fused)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(e)[0], gm(e)[0], atol=0, rtol=0)
+        with ttnn_eager.strict():
+            got = fused(e.to(DEV))[0].cpu()
+    assert pcc(got, pos(e)) >= 0.9999 and float((got - pos(e)).abs().max()) <= 0.02 * float(pos(e).abs().max())
+
+
 def test_a_result_of_the_graph_is_not_merged_into_another_value():
     """x * 1 and a second clone of x, returned: merged they would alias x or each other (an in-place write into
     one result would show in the other)."""
@@ -449,6 +500,13 @@ def test_a_pattern_whose_intermediate_is_used_elsewhere_is_left_alone():
     args = [torch.randn(2, 32, 64)] + [torch.randn(64, 64)] * 3
     gm, fused = _aten_graph(lambda x, *ws: tuple(F.linear(x, w).view(2, 32, -1, 16).transpose(1, 2) for w in ws), *args)
     assert passes.run(fused)["qkv_heads"] == 0
+    # a constant that is false somewhere is not dropped from an &; positions not in order stay a gather
+    gm, fused = _aten_graph(lambda x, m: x * ((m > 0) & (torch.arange(16, device=m.device) >= 1)),
+                            torch.randn(2, 16), torch.randn(2, 16))
+    assert passes.run(fused)["true_ands"] == 0
+    gm, fused = _aten_graph(lambda x: x[torch.arange(2, device=x.device).view(1, 2), torch.arange(16, device=x.device)
+                                        .view(16, 1)], torch.randn(2, 16))
+    assert passes.run(fused)["arange_index"] == 0
 
 
 

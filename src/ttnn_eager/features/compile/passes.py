@@ -7,7 +7,16 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                           unsqueeze the step's one cos and sin; transformers computes arange(1) + position twice)
     identities            x * 1, x / 1, x + 0, x - 0 of the result's dtype and shape (transformers' rotary
                           attention_scaling of 1.0, its mask's kv_arange + 0) -> x
-    noop_views            view/reshape to the shape it already has          -> removed
+    noop_views            view/reshape/expand to the shape it already has   -> removed
+    arange_index          x[i0, i1, ...] of aranges each along its own result dimension, in order (transformers'
+                          padding mask under tracing: mask[batch_arange, kv_arange]) -> a view of x
+    true_ands             a & t of a t made from factory ops alone that is true everywhere (evaluated while
+                          compiling; `kv_idx >= 0` of an arange)             -> a (or its expand)
+    noop_resizes          an upsample to the size it has                    -> removed
+    inverse_permutes      permute of a permute                              -> removed (they undo each other), or one
+    cat_slices            cat of consecutive slices of one tensor           -> one slice, or the tensor
+    cat_empties           cat with empty inputs (a DynamicCache's first keys and values) -> of the others, or the one
+    attention_masks       sdpa of an expanded mask                          -> of the mask (sdpa broadcasts it)
     qkv_heads             three linears of one input, each viewed into heads and transposed
                           ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
     concat_heads          transpose(1, 2) of [b, h, s, d], contiguous, viewed to [b, s, h*d]
@@ -89,10 +98,289 @@ def _replace(old: fx.Node, new: fx.Node, dead=()) -> None:
 def noop_views(g: fx.Graph) -> int:
     done = 0
     for n in list(g.nodes):
-        if _is(n, *_VIEWS) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
+        if _is(n, *_VIEWS, aten.expand.default) and _shape(n) is not None and _shape(n) == _shape(n.args[0]):
             n.replace_all_uses_with(n.args[0])
             g.erase_node(n)
             done += 1
+    return done
+
+
+
+# the upsample ops (interpolate, kept whole by compiler.kept_whole): -> (the number of spatial sizes, where the
+# optional scales start in the arguments)
+_RESIZES = {aten.upsample_nearest1d.default: (1, 2), aten.upsample_nearest2d.default: (2, 2),
+            aten.upsample_nearest3d.default: (3, 2), aten._upsample_nearest_exact1d.default: (1, 2),
+            aten._upsample_nearest_exact2d.default: (2, 2), aten._upsample_nearest_exact3d.default: (3, 2),
+            aten.upsample_linear1d.default: (1, 3), aten.upsample_bilinear2d.default: (2, 3),
+            aten.upsample_trilinear3d.default: (3, 3), aten.upsample_bicubic2d.default: (2, 3)}
+
+
+def noop_resizes(g: fx.Graph) -> int:
+    """An upsample to the size its input has (no scales other than 1): every output element is read at an
+    input element's own coordinate (nearest; linear and cubic with the weight 1 there) -- the input.
+    (transformers' interpolate_pos_encoding under tracing: interpolates the position embeddings to their own
+    size, which eager mode skips.)"""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, *_RESIZES) or _returned(n):
+            continue
+        k, first_scale = _RESIZES[n.target]
+        xs = _shape(n.args[0])
+        scales = [*n.args[first_scale:], *n.kwargs.values()]
+        if xs is None or _shape(n) != xs or any(s is not None and s != 1.0 for s in scales):
+            continue
+        n.replace_all_uses_with(n.args[0])
+        g.erase_node(n)
+        done += 1
+    return done
+
+
+def inverse_permutes(g: fx.Graph) -> int:
+    """permute(permute(x, p), q): x where the two undo each other, else one permute of x (where the inner
+    one has no other use)."""
+    done = 0
+    for n in list(g.nodes):
+        if not (_is(n, aten.permute.default) and _is(n.args[0], aten.permute.default)) or _shape(n) is None:
+            continue
+        inner = n.args[0]
+        nd = len(_shape(n))
+        p, q = ([d % nd for d in m.args[1]] for m in (inner, n))
+        order = [p[j] for j in q]
+        if order == list(range(nd)):
+            if _returned(n):
+                continue
+            n.replace_all_uses_with(inner.args[0])
+            g.erase_node(n)
+        elif _only_user(inner):
+            n.args = (inner.args[0], order)
+        else:
+            continue
+        if not inner.users:
+            g.erase_node(inner)
+        done += 1
+    return done
+
+
+def _slice_range(n, dim: int):
+    """n = x[start:end] along dim (step 1; x's size known): (x, start, end) with both in [0, size], else None."""
+    if not (_is(n, aten.slice.Tensor) and _shape(n.args[0]) is not None):
+        return None
+    x, d, start, end, step = (list(n.args) + [0, None, None, 1][len(n.args) - 1:])[:5]
+    size = _shape(x)[dim] if len(_shape(x)) > dim else None
+    if size is None or d % len(_shape(x)) != dim or step != 1 or not all(isinstance(v, (int, type(None)))
+                                                                         for v in (start, end)):
+        return None
+    start = 0 if start is None else start + size if start < 0 else start
+    end = size if end is None else end + size if end < 0 else end
+    return x, min(max(start, 0), size), min(max(end, 0), size)
+
+
+def cat_slices(g: fx.Graph) -> int:
+    """cat of consecutive slices of one tensor along the cat's dimension (x[a:b], x[b:c] -> x[a:c]): one slice,
+    or x itself where they tile it (transformers' interpolate_pos_encoding under tracing: the class and patch
+    position embeddings split, then put back together)."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.cat.default) or _shape(n) is None or _returned(n):
+            continue
+        nd = len(_shape(n))
+        dim = (n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)) % nd
+        parts, merged = [], 0
+        for t in n.args[0]:
+            r = _slice_range(t, dim)
+            if r is not None and parts and isinstance(parts[-1], tuple) and parts[-1][0] is r[0] \
+                    and parts[-1][2] == r[1]:
+                parts[-1] = (r[0], parts[-1][1], r[2])
+                merged += 1
+            else:
+                parts.append(r if r is not None else t)
+        if not merged:
+            continue
+        with g.inserting_before(n):
+            items = []
+            for part in parts:
+                if isinstance(part, tuple):
+                    x, start, end = part
+                    whole = start == 0 and end == _shape(x)[dim]
+                    items.append(x if whole else g.call_function(aten.slice.Tensor, (x, dim, start, end)))
+                else:
+                    items.append(part)
+            new = items[0] if len(items) == 1 else g.call_function(aten.cat.default, (items, dim))
+        if len(items) > 1:
+            new.meta.update(n.meta)
+        old = [t for t in n.args[0] if isinstance(t, fx.Node)]
+        n.replace_all_uses_with(new)
+        g.erase_node(n)
+        for t in old:
+            if not t.users and not getattr(t, "_erased", False):
+                g.erase_node(t)
+        for item in items:
+            if isinstance(item, fx.Node) and _is(item, aten.slice.Tensor) and "val" not in item.meta:
+                x, d, start, end = item.args
+                item.meta["val"] = x.meta["val"].narrow(d, start, end - start)
+        done += 1
+    return done
+
+
+
+_UNSQUEEZES = (aten.unsqueeze.default, *_VIEWS)
+
+
+def _positions(i, size: int) -> int | None:
+    """i = arange(size) (integers 0, 1, ..., size - 1) through unsqueezes and views that keep one dimension of
+    size `size`, the others 1: that dimension's position, else None."""
+    shape = _shape(i)
+    v = i.meta.get("val") if isinstance(i, fx.Node) else None
+    if shape is None or not isinstance(v, torch.Tensor) or v.dtype not in (torch.int64, torch.int32) \
+            or sorted(shape) != [1] * (len(shape) - 1) + [size]:
+        return None
+    src = i
+    while _is(src, *_UNSQUEEZES):
+        src = src.args[0]
+    if not _is(src, aten.arange.default, aten.arange.start, aten.arange.start_step):
+        return None
+    bounds = list(src.args) if src.target is not aten.arange.default else [0, *src.args]
+    if bounds[:2] != [0, size] or (len(bounds) > 2 and bounds[2] != 1) or _shape(src) != (size,):
+        return None
+    return shape.index(size) if size != 1 else None
+
+
+def arange_index(g: fx.Graph) -> int:
+    """x[i0, i1, ...] where each i_k is arange(x.shape[k]) unsqueezed to its own dimension of the result, in
+    order (transformers' mask functions under tracing: padding_mask[batch_arange, kv_arange] of
+    `[b, 1, 1, 1]` and `[1, 1, 1, k]` positions): every element read in place -- a view of x to the result's
+    shape, not a gather."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.index.Tensor) or _shape(n) is None or _shape(n.args[0]) is None:
+            continue
+        x, indices = n.args[0], n.args[1]
+        xs = _shape(x)
+        if not indices or len(indices) > len(xs) or any(not isinstance(i, fx.Node) for i in indices) \
+                or not _contiguous(x):  # (a view of x's elements in order)
+            continue
+        ranks = {len(_shape(i) or ()) for i in indices}
+        places = [_positions(i, xs[k]) for k, i in enumerate(indices)]
+        if len(ranks) != 1 or None in places or places != sorted(set(places)):
+            continue
+        rank = ranks.pop()
+        want = [1] * rank
+        for k, p in enumerate(places):
+            want[p] = xs[k]
+        if _shape(n) != (*want, *xs[len(indices):]):
+            continue
+        n.target, n.args = aten._unsafe_view.default, (x, list(_shape(n)))
+        done += 1
+    _erase_dead(g)
+    return done
+
+
+_CONSTANT_MAX = 1 << 16  # elements of a constant evaluated while compiling
+
+
+def _evaluated(n, cache: dict):
+    """The value of n on the CPU where n is computed from factory ops alone (no graph input, no random numbers,
+    at most _CONSTANT_MAX elements each), else None."""
+    if n in cache:
+        return cache[n]
+    cache[n] = None
+    v = n.meta.get("val") if isinstance(n, fx.Node) else None
+    if not isinstance(v, torch.Tensor) or v.numel() > _CONSTANT_MAX or not _pure(n) or n.target is operator.getitem:
+        return None
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.fx.node import map_arg
+    inputs = [_evaluated(a, cache) for a in n.all_input_nodes]
+    if any(a is None for a in inputs):
+        return None
+    values = dict(zip(n.all_input_nodes, inputs))
+    kwargs = {k: ("cpu" if k == "device" else a) for k, a in n.kwargs.items()}
+    try:
+        with torch.no_grad(), unset_fake_temporarily():
+            out = n.target(*map_arg(n.args, values.__getitem__), **map_arg(kwargs, values.__getitem__))
+    except Exception:  # (an op with no CPU kernel: not evaluated)
+        return None
+    cache[n] = out if isinstance(out, torch.Tensor) and out.shape == v.shape and out.dtype == v.dtype else None
+    return cache[n]
+
+
+def _all_true(value) -> bool:
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return value is not None and bool(value.all())
+
+
+def true_ands(g: fx.Graph) -> int:
+    """a & t (bitwise or logical) of a boolean a and a t computed from factory ops alone that is true everywhere
+    and does not widen a (transformers' mask functions under tracing: `ones & (kv_idx >= 0)` of aranges, then
+    that & the padding mask): a."""
+    done, cache = 0, {}
+    for n in list(g.nodes):
+        if not (_is(n, aten.bitwise_and.Tensor, aten.logical_and.default) and len(n.args) == 2) or _returned(n):
+            continue
+        for a, t in (n.args, n.args[::-1]):
+            va, out = (a.meta.get("val") if isinstance(a, fx.Node) else None), n.meta.get("val")
+            if not (isinstance(va, torch.Tensor) and isinstance(out, torch.Tensor) and va.dtype == out.dtype
+                    == torch.bool and isinstance(t, fx.Node)) or not _all_true(_evaluated(t, cache)):
+                continue
+            if va.shape == out.shape:
+                n.replace_all_uses_with(a)
+                g.erase_node(n)
+            else:  # (t broadcast a: a expanded to the result's shape, one expand with an expand after it)
+                users = list(n.users)
+                if not users or not all(_is(u, aten.expand.default) and u.args[0] is n for u in users):
+                    continue
+                for u in users:
+                    u.args = (a, [s if s != -1 else out.shape[i] for i, s in enumerate(u.args[1])])
+                g.erase_node(n)
+            done += 1
+            break
+    _erase_dead(g)
+    return done
+
+
+def _erase_dead(g: fx.Graph) -> None:
+    """Nodes a rewrite left without users that compute a value and write nothing (last first)."""
+    for n in reversed(list(g.nodes)):
+        if not n.users and _pure(n):
+            g.erase_node(n)
+
+
+def _own_value(n) -> bool:
+    """n (through the views it is made by) is computed in the graph from no graph input or constant directly and
+    is none of its results: returned in place of another result, it aliases nothing the caller sees."""
+    while True:
+        if not isinstance(n, fx.Node) or n.op != "call_function" or _returned(n):
+            return False
+        if not getattr(n.target, "is_view", False):
+            return True
+        n = n.args[0]
+
+
+def cat_empties(g: fx.Graph) -> int:
+    """cat of empty tensors and others: of the others, or the one other itself (transformers' DynamicCache under
+    tracing: each layer's first keys and values concatenated to the cache's empty [b, h, 0, d] tensors)."""
+    done = 0
+    for n in list(g.nodes):
+        out = n.meta.get("val")
+        if not _is(n, aten.cat.default) or not isinstance(out, torch.Tensor):
+            continue
+        vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in n.args[0]]
+        if not all(isinstance(v, torch.Tensor) for v in vals):
+            continue
+        kept = [t for t, v in zip(n.args[0], vals)  # (cat skips an empty tensor of the result's rank, or of [0])
+                if v.numel() or not (v.dim() == out.dim() or tuple(v.shape) == (0,))]
+        if len(kept) == len(vals) or not kept:
+            continue
+        if len(kept) == 1:
+            v = kept[0].meta["val"]
+            if v.shape != out.shape or v.dtype != out.dtype or (_returned(n) and not _own_value(kept[0])):
+                continue
+            n.replace_all_uses_with(kept[0])
+            g.erase_node(n)
+        else:
+            n.args = (kept, *n.args[1:])
+        done += 1
+    _erase_dead(g)
     return done
 
 
@@ -434,6 +722,26 @@ def grouped_attention(g: fx.Graph) -> int:
     return done
 
 
+def attention_masks(g: fx.Graph) -> int:
+    """scaled_dot_product_attention of a mask expanded to the scores' shape: of the mask before its expand
+    (sdpa broadcasts its mask; the lowering expands it once per mask, its decomposition adds it broadcast)."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.scaled_dot_product_attention.default):
+            continue
+        mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
+        if not _is(mask, aten.expand.default) or _shape(mask.args[0]) is None:
+            continue
+        if len(n.args) > 3:
+            n.args = (*n.args[:3], mask.args[0], *n.args[4:])
+        else:
+            n.kwargs = {**n.kwargs, "attn_mask": mask.args[0]}
+        if not mask.users:
+            g.erase_node(mask)
+        done += 1
+    return done
+
+
 def _contiguous(n) -> bool:
     v = n.meta.get("val") if isinstance(n, fx.Node) else None
     return isinstance(v, torch.Tensor) and v.is_contiguous()
@@ -559,9 +867,10 @@ def split_qkv_heads(g: fx.Graph) -> int:
     return done
 
 
-PASSES = (identities, duplicates, noop_views, concat_heads, view_chains, noop_views, gelu_tanh, matmul_bias, split_qkv_heads,
+PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
+          noop_views, cat_slices, cat_empties, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
-          cache_update, grouped_attention)
+          cache_update, grouped_attention, attention_masks)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
