@@ -263,3 +263,31 @@ def test_the_switch():
     code = "from ttnn_eager import config; print(config.settings['eager_fusion'])"
     assert run_python(code, {"TTNN_EAGER_FUSION": "0"}).stdout.strip() == "False"
     assert run_python(code, {"TTNN_EAGER_FUSION": ""}).stdout.strip() == "True"
+
+
+def test_a_deferred_handle_is_computed_at_its_first_read_and_an_overwrite_drops_it():
+    """Handle.tt/.shadow are plain slots, unset while deferred: any read of either computes the value first
+    (once), and a value written over a deferred handle is kept (its deferred run never happens)."""
+    from ttnn_eager.device import api
+    x = torch.randn(2, 3).to(DEV)
+    source = api.Handle(object(), torch.ones(2, 3), torch.float32, (2, 3), 0)
+    runs = []
+
+    class Pending:
+        def run(self):
+            runs.append(1)
+            return source
+
+    h = api.Handle(None, None, torch.float32, (2, 3), 0).defer(Pending())
+    assert h.pending is not None and h in api.DEFERRED
+    assert h.shadow is source.shadow and h.tt is source.tt and len(runs) == 1
+    assert h.pending is None and h not in api.DEFERRED
+    h2 = api.Handle(None, None, torch.float32, (2, 3), 0).defer(Pending())
+    mine = object()
+    h2.tt = mine  # an overwrite without a read
+    assert h2.tt is mine and h2.shadow is None and h2.pending is None and len(runs) == 1
+    h3 = api.Handle(None, None, torch.float32, (2, 3), 0).defer(Pending())
+    h3.assign(ttnn_eager.core.tensor.handle_of(x))
+    assert h3.pending is None and h3.tt is ttnn_eager.core.tensor.handle_of(x).tt and len(runs) == 1
+    with pytest.raises(AttributeError):
+        h.no_such_attribute

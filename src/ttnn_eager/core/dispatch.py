@@ -476,7 +476,8 @@ def _dispatch(func, args, kwargs):
             tt = h.tt
             if tt is not None and (index is None or h.index == index) \
                     and h.dtype is not _C64 and layout.satisfies(tt, need) \
-                    and (need.channels_last or len(h.shape) != 4 or not layout.is_channels_last(h)) \
+                    and (need.channels_last or not layout.channels_last_made or len(h.shape) != 4
+                         or not layout.is_channels_last(h)) \
                     and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
                 if need.dtype == "promote":
                     promote.append(h)

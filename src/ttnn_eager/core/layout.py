@@ -609,8 +609,17 @@ def signed(h: api.Handle) -> api.Handle:
 # a view's re-derivation included, sees NCHW), and the device API's download reads it back to NCHW on the
 # host (a user's .cpu(), the CPU fallback: no device op).
 
+# Whether any channels-last handle was made in this process (channels_last, the one place that makes them; a
+# handle derived from one -- shared, assigned, replayed -- comes after it): until then no handle is, and
+# is_channels_last answers without reading the device tensor's shape (a ttnn.Shape and four index reads,
+# ~0.6 us, on every 4-d argument of every op: a transformer's attention is all 4-d).
+channels_last_made = False
+
+
 def is_channels_last(h: api.Handle) -> bool:
     """h (a 4-d handle with a device tensor) is stored channels-last: see above."""
+    if not channels_last_made:
+        return False
     s = h.tt.shape
     hs = h.shape
     if len(s) != 4 or (s[2] == hs[2] and s[3] == hs[3] and s[0] == hs[0] and s[1] == hs[1]):
@@ -622,8 +631,10 @@ def is_channels_last(h: api.Handle) -> bool:
 def channels_last(flat_h: api.Handle, shape) -> api.Handle:
     """The flat channels-last result `flat_h` ([1, 1, N*H*W, C], from a sliding-window op) as the NCHW
     tensor [N, C, H, W] PyTorch sees (the same device tensor)."""
+    global channels_last_made
     n, c, height, width = shape
     assert tuple(flat_h.tt.shape) == (1, 1, n * height * width, c), (tuple(flat_h.tt.shape), shape)
+    channels_last_made = True
     flat_h.shape = torch.Size(shape)
     return flat_h
 
@@ -843,12 +854,15 @@ def permute_layout(h: api.Handle, out_shape) -> api.Handle:
     tt = h.tt
     if tt is None:
         return h
-    key = (h.shape, tuple(out_shape), tt.dtype, tt.layout, ROW_BYTES_MAX, PERMUTE_ROW_MAJOR_MIN_SAVING)
+    dtype, tt_layout = tt.dtype, tt.layout
+    # (ttnn's dtypes and layouts are Python enums, whose hash is a Python call: keyed by id, as members are
+    # singletons)
+    key = (h.shape, tuple(out_shape), id(dtype), id(tt_layout), ROW_BYTES_MAX, PERMUTE_ROW_MAJOR_MIN_SAVING)
     want = _permute_layouts.get(key, False)
     if want is False:  # (decided once per key: the decision reads only the key)
         if len(_permute_layouts) >= 4096:
             _permute_layouts.clear()
-        want = _permute_layouts[key] = _permute_layout(h.shape, out_shape, tt.dtype, tt.layout)
+        want = _permute_layouts[key] = _permute_layout(h.shape, out_shape, dtype, tt_layout)
     if want is not None:
         _relayout(h, want)
     return h

@@ -41,6 +41,9 @@ def _additive_mask(mask, b, h, sq, sk):
     return policy.prepared(mask, ("sdpa_mask", shape), make, conversion=False)
 
 
+_SDPA_DTYPES = (api.BFLOAT16, api.BFLOAT8_B)
+
+
 @lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention"],
           needs=TILE, notes="where it fits (4-D, head_dim % 32 == 0, no dropout; grouped key/value heads with "
                             "enable_gqa); else decomposed")
@@ -52,8 +55,10 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
     grouped = enable_gqa and k.shape[1] == v.shape[1] and k.shape[1] and h % k.shape[1] == 0
     if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or not (k.shape[1] == v.shape[1] == h or grouped):
         raise Unfit("head_dim not a multiple of 32, dropout, or key/value heads that do not divide the query's")
-    if any(t.tt is not None and t.tt_dtype not in (api.BFLOAT16, api.BFLOAT8_B) for t in (q, k, v)):
-        raise Unfit("ttnn's sdpa takes bfloat16/bfloat8_b q, k, v only (float32 storage)")
+    for t in (q, k, v):  # (a loop, not any() over a generator: this runs once per attention layer)
+        tt = t.tt
+        if tt is not None and tt.dtype not in _SDPA_DTYPES:
+            raise Unfit("ttnn's sdpa takes bfloat16/bfloat8_b q, k, v only (float32 storage)")
     if attn_mask is not None and is_causal:
         raise Unfit("mask and is_causal together")
     if attn_mask is not None:

@@ -196,13 +196,21 @@ def permute_handle(x: api.Handle, dims) -> api.Handle:
         return x
     if sorted(dims) != identity:
         raise RuntimeError(f"permute(): dims {dims} is not a permutation of the {n} dimensions")
-    if x.shape.numel() == 0 or x.tt is None:
-        return _without_data(x, [x.shape[d] for d in dims])
-    if n == 4 and policy.is_channels_last(x):
+    return _permuted(x, dims)
+
+
+def _permuted(x: api.Handle, dims: list) -> api.Handle:
+    """permute_handle of a checked permutation `dims` (non-negative, not the identity)."""
+    shape = x.shape
+    out_shape = [shape[d] for d in dims]
+    tt = x.tt
+    if tt is None or shape.numel() == 0:
+        return _without_data(x, out_shape)
+    if len(dims) == 4 and policy.is_channels_last(x):
         if dims == [0, 2, 3, 1]:  # NCHW -> NHWC of an image stored so (ConvNeXt after its depthwise conv)
-            return reshape(policy.flat(x), [x.shape[d] for d in dims])
+            return reshape(policy.flat(x), out_shape)
         policy.to_nchw(x)
-    x = policy.permute_layout(x, [x.shape[d] for d in dims])
+    x = policy.permute_layout(x, out_shape)
     return same_values(api.run("permute", x, dims), x)
 
 
@@ -222,10 +230,12 @@ def transpose(x, dim0, dim1):
     n = len(x.shape)
     if n < 2:
         return x
-    order = list(range(n))
     a, b = dim(dim0, n), dim(dim1, n)
+    if a == b:
+        return x
+    order = list(range(n))
     order[a], order[b] = b, a
-    return permute_handle(x, order)
+    return _permuted(x, order)  # (a permutation by construction: permute_handle's checks are not needed)
 
 
 @lowering(aten.t.default, ttnn=["permute"], needs=ANY)
