@@ -132,8 +132,8 @@ def test_permute_layout_decisions_are_cached_by_everything_they_read(monkeypatch
     h, shape = handle_of(x), (2, 24, 4, 16, 1)  # a [16, 1] plane padded to a whole tile: 64x the bytes
     assert h.layout == api.TILE
     assert layout.permute_layout(h, shape).layout == api.TILE  # saves less than 16 MiB: stays TILE
-    assert layout._permute_layouts[(h.shape, shape, h.tt_dtype, api.TILE, layout.ROW_BYTES_MAX,
-                                    layout.PERMUTE_ROW_MAJOR_MIN_SAVING)] is None
+    assert layout._permute_layouts[(h.shape, shape, id(h.tt_dtype), id(api.TILE), layout.ROW_BYTES_MAX,
+                                    layout.PERMUTE_ROW_MAJOR_MIN_SAVING)] is None  # (enums keyed by id)
     monkeypatch.setattr(layout, "PERMUTE_ROW_MAJOR_MIN_SAVING", 0)  # any saving counts now
     conversions = counters.counts["layout_conversions"]
     assert layout.permute_layout(h, shape).layout == api.ROW_MAJOR
