@@ -1151,10 +1151,18 @@ def packed(h: api.Handle, key: tuple, block, dtype: torch.dtype | None = None) -
     `dtype` (default h's: an integer convolution's kernel is packed as bfloat16, its compute dtype)."""
     dtype = dtype or h.dtype
 
-    def make(s):
-        value = block(api.host_value(s).float())
-        if api.recording is not None:
-            return api.upload(value.contiguous(), parameter_storage(dtype), api.TILE, s.index, dtype=dtype)
-        return pack(value, s.index, dtype)
-    form = prepared(h, key, make)
+    form = prepared(h, key, lambda s: pack_form(block(api.host_value(s).float()), s.index, dtype))
+    return unpacked(form)
+
+
+def pack_form(value: torch.Tensor, index: int, dtype: torch.dtype, width: int = 0):
+    """The host tensor `value` stored for a later read: a pack entry (pack()), or -- during a graph capture, when
+    no pack takes a block -- a device tensor of its own in TILE. `unpacked` reads either back."""
+    if api.recording is not None:
+        return api.upload(value.contiguous(), parameter_storage(dtype), api.TILE, index, dtype=dtype)
+    return pack(value, index, dtype, width)
+
+
+def unpacked(form) -> api.Handle:
+    """pack_form's result as a device tensor: a pack entry's slice, or the tensor itself."""
     return form if type(form) is api.Handle else unpack(form)

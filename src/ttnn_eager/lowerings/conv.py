@@ -820,16 +820,12 @@ def _folded_taps(weight, bias, parts, eps, groups: int):
     def make(h):
         scale, shift = _bn_fold(bias, parts, eps)
         block = _tap_block(api.host_value(h).float() * scale.reshape(-1, 1, 1, 1), groups)
-        if api.recording is not None:
-            store = policy.parameter_storage(dtype)
-            return (api.upload(block.contiguous(), store, api.TILE, h.index, dtype=dtype),
-                    api.upload(shift.reshape(1, -1), store, api.TILE, h.index, dtype=dtype), versions)
-        return (policy.pack(block, h.index, dtype), policy.pack(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH),
-                versions)
+        return (policy.pack_form(block, h.index, dtype),
+                policy.pack_form(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH), versions)
 
     taps, row, _ = policy.prepared(weight, ("taps_bn", groups, float(eps)), make, stale=lambda f: f[2] != versions)
     _release(bias, *parts)
-    return tuple(f if type(f) is api.Handle else policy.unpack(f) for f in (taps, row))
+    return policy.unpacked(taps), policy.unpacked(row)
 
 
 def _folded_matrix(weight, bias, parts, eps):
@@ -846,17 +842,12 @@ def _folded_matrix(weight, bias, parts, eps):
         scale, shift = _bn_fold(bias, parts, eps)
         kernel = api.host_value(h).float().reshape(o, i) * scale.reshape(-1, 1)
         block = kernel.t() if transposed else kernel
-        if api.recording is not None:
-            store = policy.parameter_storage(dtype)
-            return (api.upload(block.contiguous(), store, api.TILE, h.index, dtype=dtype),
-                    api.upload(shift.reshape(1, -1), store, api.TILE, h.index, dtype=dtype), versions)
-        return (policy.pack(block, h.index, dtype), policy.pack(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH),
-                versions)
+        return (policy.pack_form(block, h.index, dtype),
+                policy.pack_form(shift.reshape(1, -1), h.index, dtype, policy.ROWS_WIDTH), versions)
 
     kernel, row, _ = policy.prepared(weight, ("matrix_bn", float(eps)), make, stale=lambda f: f[2] != versions)
     _release(bias, *parts)
-    kernel, row = (f if type(f) is api.Handle else policy.unpack(f) for f in (kernel, row))
-    return kernel, row, not transposed
+    return policy.unpacked(kernel), policy.unpacked(row), not transposed
 
 
 def _folded(weight, bias, parts, eps, spec: dict, input_dtype, activation):
