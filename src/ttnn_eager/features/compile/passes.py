@@ -589,7 +589,7 @@ def residual_bias(n):
         return None
     out = n.meta.get("val")
     if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point or not out.shape \
-            or out.shape.numel() != out.shape[-1]:
+            or not all(isinstance(d, int) for d in out.shape) or not 0 < out.shape[-1] == out.shape.numel():
         return None
     for r, lin in (n.args, n.args[::-1]):
         if not (_is(lin, aten.linear.default) and _only_user(lin) and len(lin.args) in (2, 3) and not lin.kwargs):
