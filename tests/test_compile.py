@@ -629,7 +629,7 @@ def test_a_replayed_static_cache_decode_generates_the_cpus_tokens():
             mine, theirs = logits[:, -1:].argmax(-1), want.logits[:, -1:].argmax(-1)
             tokens.append(int(mine)), want_tokens.append(int(theirs))
     after = ttnn_eager.stats()
-    assert tokens == want_tokens
+    assert tokens == want_tokens and len(set(tokens)) > 1, (tokens, want_tokens)
     assert after["graph_replays"] - before["graph_replays"] == 8 and after["fallbacks"] == before["fallbacks"]
     for mine_layer, cpu_layer in zip(dcache.layers, cache.layers):
         for got, want in ((mine_layer.keys, cpu_layer.keys), (mine_layer.values, cpu_layer.values)):
