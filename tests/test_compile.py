@@ -268,9 +268,11 @@ CASES = {
     "qkv_heads_gqa": (lambda x, wq, wk, wv: fused.qkv_heads(x, [wq, wk, wv], [None] * 3, 4, 2),
                       [[_r(1, 40, 128), _r(128, 128), _r(64, 128), _r(64, 128)]]),
     "concat_heads": (lambda x: fused.concat_heads(x), [[_r(2, 4, 32, 32)]]),
-    # the residual one row (TT-NN's linear bias), then two rows (a linear and an add)
+    # the residual one row (TT-NN's linear bias), then two rows (a linear and an add), then of another dtype
     "linear_add": (lambda x, w, r: fused.linear_add(x, w, r), [[_r(1, 1, 64), _r(96, 64), _r(1, 1, 96)],
-                                                               [_r(2, 1, 64), _r(96, 64), _r(2, 1, 96)]]),
+                                                               [_r(2, 1, 64), _r(96, 64), _r(2, 1, 96)],
+                                                               [_r(1, 1, 64).bfloat16(), _r(96, 64).bfloat16(),
+                                                                _r(1, 1, 96)]]),
     "rms_norm": (lambda x, w: fused.rms_norm(x, w, 1e-6), [[_r(2, 30, 64), _r(64)]]),
     "matmul_bias": (lambda x, w, b: fused.matmul_bias(x, w, b, None), [[_r(2, 32, 64), _r(64, 96), _r(96)]]),
     "matmul_bias_gelu_tanh": (lambda x, w, b: fused.matmul_bias(x, w, b, "gelu_tanh"),

@@ -207,6 +207,8 @@ def linear_activation(x, weight, bias, activation):
           notes="the residual as the linear's bias when it is one row of the output's features (a decode step of one "
                 "sequence): one ttnn.linear; more rows: ttnn.linear, then ttnn.add")
 def linear_add(x, weight, residual):
+    if residual.dtype != x.dtype or not x.dtype.is_floating_point:  # (PyTorch's promotion: the add's lowering)
+        return add(matmul_handles(x, weight, transpose_b=True), residual)
     return matmul_handles(x, weight, transpose_b=True, bias=residual)
 
 
