@@ -268,6 +268,11 @@ CASES = {
     "qkv_heads_gqa": (lambda x, wq, wk, wv: fused.qkv_heads(x, [wq, wk, wv], [None] * 3, 4, 2),
                       [[_r(1, 40, 128), _r(128, 128), _r(64, 128), _r(64, 128)]]),
     "concat_heads": (lambda x: fused.concat_heads(x), [[_r(2, 4, 32, 32)]]),
+    # the residual one row (TT-NN's linear bias), then two rows (a linear and an add), then of another dtype
+    "linear_add": (lambda x, w, r: fused.linear_add(x, w, r), [[_r(1, 1, 64), _r(96, 64), _r(1, 1, 96)],
+                                                               [_r(2, 1, 64), _r(96, 64), _r(2, 1, 96)],
+                                                               [_r(1, 1, 64).bfloat16(), _r(96, 64).bfloat16(),
+                                                                _r(1, 1, 96)]]),
     "rms_norm": (lambda x, w: fused.rms_norm(x, w, 1e-6), [[_r(2, 30, 64), _r(64)]]),
     "matmul_bias": (lambda x, w, b: fused.matmul_bias(x, w, b, None), [[_r(2, 32, 64), _r(64, 96), _r(96)]]),
     "matmul_bias_gelu_tanh": (lambda x, w, b: fused.matmul_bias(x, w, b, "gelu_tanh"),
@@ -291,7 +296,7 @@ CASES = {
 
 
 @covers(fused.linear_activation.default, fused.add_layer_norm.default, fused.qkv_heads.default,
-        fused.concat_heads.default, fused.rms_norm.default, fused.matmul_bias.default,
+        fused.concat_heads.default, fused.linear_add.default, fused.rms_norm.default, fused.matmul_bias.default,
         fused.split_qkv_heads.default, fused.rotary_embedding.default, fused.cache_update.default,
         torch.ops.aten.lift_fresh_copy.default)
 @pytest.mark.parametrize("name", list(CASES))
@@ -331,6 +336,8 @@ PATTERNS = {
     "linear_activation": (lambda x, w, b: F.gelu(F.linear(x, w, b)), [(2, 32, 64), (96, 64), (96,)]),
     "linear_activation_silu": (lambda x, w, b: F.silu(F.linear(x, w, b)), [(2, 32, 64), (96, 64), (96,)]),
     "add_layer_norm": (lambda a, r, w, b: F.layer_norm(a + r, (64,), w, b, 1e-12), [(2, 32, 64), (2, 32, 64), (64,), (64,)]),
+    # a decode step's residual add after a projection: one row
+    "residual_bias": (lambda x, w, r: (r + F.linear(x, w)) * 2, [(1, 1, 64), (96, 64), (1, 1, 96)]),
     "qkv_heads": (lambda x, wq, wk, wv, bq, bk, bv: tuple(
         F.linear(x, w, b).view(2, 32, -1, 32).transpose(1, 2) for w, b in ((wq, bq), (wk, bk), (wv, bv))),
         [(2, 32, 128), (128, 128), (128, 128), (128, 128), (128,), (128,), (128,)]),
@@ -507,6 +514,14 @@ def test_a_pattern_whose_intermediate_is_used_elsewhere_is_left_alone():
     gm, fused = _aten_graph(lambda x: x[torch.arange(2, device=x.device).view(1, 2), torch.arange(16, device=x.device)
                                         .view(16, 1)], torch.randn(2, 16))
     assert passes.run(fused)["arange_index"] == 0
+    # a residual add of more than one row stays an add (TT-NN's linear takes one bias row); and so does one whose
+    # linear has a bias of its own
+    args = [torch.randn(2, 1, 64), torch.randn(96, 64), torch.randn(2, 1, 96)]
+    gm, fused = _aten_graph(lambda x, w, r: r + F.linear(x, w), *args)
+    assert passes.run(fused)["residual_bias"] == 0
+    args = [torch.randn(1, 1, 64), torch.randn(96, 64), torch.randn(96), torch.randn(1, 1, 96)]
+    gm, fused = _aten_graph(lambda x, w, b, r: r + F.linear(x, w, b), *args)
+    assert passes.run(fused)["residual_bias"] == 0
 
 
 
@@ -536,12 +551,11 @@ def test_generation_with_a_static_cache_and_a_compiled_forward_equals_eager():
     assert after["fallbacks"] == before["fallbacks"]
 
 
-def _replayed_decode_step(layers: int) -> collections.Counter:
-    """The TT-NN ops of a replayed static-cache decode step of a grouped-query Llama (hidden 512, 8 heads of 64,
-    4 key/value heads), compiled; the logits of each step (eager through the lowerings, captured, replayed)
-    against the CPU's."""
+def _decode_llama(layers: int):
+    """A grouped-query Llama (hidden 512, 8 heads of 64, 4 key/value heads) on the CPU and its copy on the device,
+    a 9-token prompt, and static caches (32 rows) of both with the first 8 tokens prefilled (the device's by
+    its compiled forward)."""
     import transformers
-    from ttnn_eager import counters
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=512, intermediate_size=1024, num_attention_heads=8,
                                    num_key_value_heads=4, num_hidden_layers=layers, vocab_size=300,
@@ -558,6 +572,15 @@ def _replayed_decode_step(layers: int) -> collections.Counter:
         dcache = transformers.StaticCache(config=cfg, max_cache_len=32)
         forward(input_ids=ids[:, :8].to(DEV), past_key_values=dcache, cache_position=torch.arange(8).to(DEV),
                 use_cache=True)
+    return cpu, forward, ids, cache, dcache
+
+
+def _replayed_decode_step(layers: int) -> collections.Counter:
+    """The TT-NN ops of a replayed static-cache decode step of the grouped-query Llama of _decode_llama, compiled;
+    the logits of each step (eager through the lowerings, captured, replayed) against the CPU's."""
+    from ttnn_eager import counters
+    cpu, forward, ids, cache, dcache = _decode_llama(layers)
+    with torch.no_grad():
         for step in range(3):  # eager through the lowerings, captured, replayed
             counters.ttnn_by_op.clear()
             replays = ttnn_eager.stats()["graph_replays"]
@@ -574,16 +597,48 @@ def _replayed_decode_step(layers: int) -> collections.Counter:
 def test_a_compiled_grouped_query_decode_step_is_the_fused_ops():
     """A static-cache decode step of a grouped-query Llama layer compiled and replayed: the rotary embedding is
     TT-NN's (HF's layout, no padded rows to slice off), the cache update one scatter per cache at the device
-    position (cache_update), attention one sdpa of the grouped heads (no repeat_kv copies); a layer is the
+    position (cache_update), attention one sdpa of the grouped heads (no repeat_kv copies), the two residual adds
+    the bias of the attention output's and the down projection's linears (residual_bias: one row); a layer is the
     difference between two layers and one."""
     one, two = _replayed_decode_step(1), _replayed_decode_step(2)
     layer = two - one
     assert layer["experimental.rotary_embedding_hf"] == 2 and layer["scatter"] == 2, layer
     assert layer["transformer.scaled_dot_product_attention"] == 1 and not {"permute", "slice"} & set(layer), layer
-    # linear 5, rms_norm 2, split heads 1, rotary 2, expand 1 (the cache position), scatter 2, sdpa 1,
-    # concatenate_heads 1, multiply 1, add 3 (2 residual, the cache's cumulative_length + 1)
-    assert sum(layer.values()) <= 19, layer  # was 27 (2026-12-05: 33 before the head split fusion)
-    assert sum(one.values()) <= 36, one       # was 47 (2026-12-04: 64)
+    assert layer["linear"] == 5 and layer["add"] == 1, layer
+    # linear 5 (the o and down projections with the residual as bias), rms_norm 2, split heads 1, rotary 2,
+    # expand 1 (the cache position), scatter 2, sdpa 1, concatenate_heads 1, multiply 1, add 1 (the cache's
+    # cumulative_length + 1)
+    assert sum(layer.values()) <= 17, layer  # was 19 (2026-12-06, before residual_bias), 27 (2026-12-05)
+    assert sum(one.values()) <= 34, one       # was 36 (2026-12-06), 47 (2026-12-04: 64)
+
+
+def test_a_replayed_static_cache_decode_generates_the_cpus_tokens():
+    """Greedy decoding of the grouped-query Llama (2 layers) with its forward compiled, in strict mode: ten
+    steps -- eager, captured, then 8 replays -- each step's token the argmax of the device's logits, fed back; the
+    tokens equal float32 CPU's, the logits close, and after the replays the device's static caches hold the CPU's
+    keys and values at every position written (a replay writes the cache)."""
+    cpu, forward, ids, cache, dcache = _decode_llama(2)
+    mine, theirs = ids[:, 8:9], ids[:, 8:9]
+    tokens, want_tokens = [], []
+    before = ttnn_eager.stats()
+    with torch.no_grad(), ttnn_eager.strict():
+        for step in range(10):
+            pos = torch.tensor([8 + step])
+            got = forward(input_ids=mine.to(DEV), past_key_values=dcache, cache_position=pos.to(DEV), use_cache=True)
+            want = cpu(input_ids=theirs, past_key_values=cache, cache_position=pos, use_cache=True)
+            logits = got.logits.cpu()
+            assert pcc(logits, want.logits) >= 0.999, step
+            mine, theirs = logits[:, -1:].argmax(-1), want.logits[:, -1:].argmax(-1)
+            tokens.append(int(mine)), want_tokens.append(int(theirs))
+    after = ttnn_eager.stats()
+    assert tokens == want_tokens and len(set(tokens)) > 1, (tokens, want_tokens)
+    assert after["graph_replays"] - before["graph_replays"] == 8 and after["fallbacks"] == before["fallbacks"]
+    for mine_layer, cpu_layer in zip(dcache.layers, cache.layers):
+        for got, want in ((mine_layer.keys, cpu_layer.keys), (mine_layer.values, cpu_layer.values)):
+            got = got.cpu()
+            assert pcc(got[:, :, :18], want[:, :, :18]) >= 0.999
+            assert not got[:, :, 18:].any() and not want[:, :, 18:].any()  # (nothing written past the last step)
+        assert int(mine_layer.cumulative_length.cpu()) == int(cpu_layer.cumulative_length) == 18
 
 
 def test_transformers_grouped_mm_fallback_compiles_to_the_grouped_matmul_eager_mode_runs():

@@ -12,6 +12,10 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 concatenated weight (made once, layout.prepared) +
                                                 ttnn.transformer.split_query_key_value_and_split_heads
     concat_heads(x)                             [b, h, s, d] -> [b, s, h*d]     -> ttnn.transformer.concatenate_heads
+    linear_add(x, w, r)                         linear(x, w) + r, r of the product's shape (a pre-norm decoder's
+                                                residual after a projection) -> ttnn.linear(bias=r) when r is one
+                                                row (a decode step of one sequence: TT-NN's linear adds a one-row
+                                                bias in the matmul), else ttnn.linear and ttnn.add
     rms_norm(x, w, eps)                         w * x / sqrt(mean(x^2) + eps)   -> ttnn.rms_norm
                                                 (Llama's, T5's RMSNorm; last dimension)
     matmul_bias(x, w, b, activation)            x @ w + b, w [in, out] (GPT-2's Conv1D: addmm between
@@ -67,6 +71,7 @@ LIB.define("add_layer_norm(Tensor input, Tensor residual, int[] normalized_shape
 LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
            "-> (Tensor, Tensor, Tensor)")
 LIB.define("concat_heads(Tensor input) -> Tensor")
+LIB.define("linear_add(Tensor input, Tensor weight, Tensor residual) -> Tensor")
 LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
 LIB.define("matmul_bias(Tensor input, Tensor weight, Tensor? bias, str? activation) -> Tensor")
 LIB.define("split_qkv_heads(Tensor input, int num_heads) -> (Tensor, Tensor, Tensor)")
@@ -104,6 +109,10 @@ def _qkv_heads(x, weights, biases, num_heads, num_kv_heads):
 def _concat_heads(x):
     b, h, s, d = x.shape
     return x.transpose(1, 2).reshape(b, s, h * d)
+
+
+def _linear_add(x, w, r):
+    return torch.nn.functional.linear(x, w) + r
 
 
 def _rms_norm(x, w, eps):
@@ -174,6 +183,7 @@ def _paged_fits(cache_shape, users: int, cores: int) -> str | None:
 
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
                    ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
+                   ("linear_add", _linear_add),
                    ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads),
                    ("rotary_embedding", _rotary_embedding), ("cache_update", _cache_update)):
     LIB.impl(_name, _fn, "CPU")
@@ -191,6 +201,15 @@ def linear_activation(x, weight, bias, activation):
     if activation not in ACTIVATIONS:
         raise ValueError(f"ttnn_eager.linear_activation: activation {activation!r} is not one of {sorted(ACTIVATIONS)}")
     return matmul_handles(x, weight, transpose_b=True, bias=bias, activation=_TTNN_ACTIVATION[activation])
+
+
+@lowering(ops.linear_add.default, ttnn=["linear", "add"], needs=TILE,
+          notes="the residual as the linear's bias when it is one row of the output's features (a decode step of one "
+                "sequence): one ttnn.linear; more rows: ttnn.linear, then ttnn.add")
+def linear_add(x, weight, residual):
+    if residual.dtype != x.dtype or not x.dtype.is_floating_point:  # (PyTorch's promotion: the add's lowering)
+        return add(matmul_handles(x, weight, transpose_b=True), residual)
+    return matmul_handles(x, weight, transpose_b=True, bias=residual)
 
 
 @lowering(ops.matmul_bias.default, ttnn=["linear"], needs=TILE,

@@ -170,6 +170,8 @@ UNREACHED = {
         (_randn(*d.activation(3)), [_randn(d.hidden, d.hidden) for _ in range(3)], [_randn(d.hidden) for _ in range(3)],
          d.heads, d.heads), {}),
     _fused.ops.concat_heads.default: lambda d: ((_randn(*d.activation(4)),), {}),
+    _fused.ops.linear_add.default: lambda d: (  # a projection and its residual
+        (_randn(*d.activation(3)), _randn(d.hidden, d.hidden), _randn(*d.activation(3))), {}),
     _fused.ops.matmul_bias.default: lambda d: (  # GPT-2's Conv1D: a [in, out] weight
         (_randn(*d.activation(3)), _randn(d.hidden, 3 * d.hidden), _randn(3 * d.hidden), None), {}),
     _fused.ops.split_qkv_heads.default: lambda d: ((_randn(d.batch, d.seq, 3 * d.hidden), d.heads), {}),

@@ -23,6 +23,9 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                                                                             -> ttnn_eager.concat_heads
     linear_activation     gelu/relu/silu of a linear                        -> ttnn_eager.linear_activation
     add_layer_norm        layer_norm of a sum of two tensors of one shape   -> ttnn_eager.add_layer_norm
+    residual_bias         r + linear(x, w) of one row (a decode step's residual add after the attention output
+                          and the MLP's down projection)                   -> ttnn_eager.linear_add: TT-NN's linear
+                          adds r as its one-row bias (after add_layer_norm and rms_norm, which take their sums whole)
     rms_norm              w * (x * rsqrt(mean(x^2, -1, keepdim) + eps))    -> ttnn_eager.rms_norm
     view_chains           a view of a view                                  -> one view of the first input
                           (removed by noop_views when it gives the input's shape); transpose of a transpose
@@ -577,6 +580,29 @@ def add_layer_norm(n):
     return _ops().add_layer_norm.default, (a, r, list(shape), w, bias, float(eps)), (add,)
 
 
+@_rewrite
+def residual_bias(n):
+    """r + linear(x, w) of one row (b * s = 1: a decode step of one sequence), r of the product's shape and dtype,
+    the linear unbiased and used only by the sum: linear_add(x, w, r), which TT-NN's linear computes with r as
+    its one-row bias (aten.linear itself takes a bias of at most 2 dimensions)."""
+    if not _is(n, aten.add.Tensor) or len(n.args) != 2 or n.kwargs.get("alpha", 1) != 1:
+        return None
+    out = n.meta.get("val")
+    if not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point or not out.shape \
+            or not all(isinstance(d, int) for d in out.shape) or not 0 < out.shape[-1] == out.shape.numel():
+        return None
+    for r, lin in (n.args, n.args[::-1]):
+        if not (_is(lin, aten.linear.default) and _only_user(lin) and len(lin.args) in (2, 3) and not lin.kwargs):
+            continue
+        if len(lin.args) == 3 and lin.args[2] is not None:
+            continue
+        rv, lv = (v.meta.get("val") if isinstance(v, fx.Node) else None for v in (r, lin))
+        if isinstance(rv, torch.Tensor) and isinstance(lv, torch.Tensor) and rv.shape == lv.shape == out.shape \
+                and rv.dtype == lv.dtype == out.dtype:
+            return _ops().linear_add.default, (lin.args[0], lin.args[1], r), (lin,)
+    return None
+
+
 def _rms_parts(inner):
     """inner = x * rsqrt(mean(x^2, [-1], keepdim) + eps), each intermediate used once: (x, eps, nodes) or None."""
     if not _is(inner, aten.mul.Tensor) or not _only_user(inner):
@@ -869,8 +895,8 @@ def split_qkv_heads(g: fx.Graph) -> int:
 
 PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
           noop_views, cat_slices, cat_empties, gelu_tanh, matmul_bias, split_qkv_heads,
-          qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, rotary_embedding,
-          cache_update, grouped_attention, attention_masks)
+          qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, residual_bias,
+          rotary_embedding, cache_update, grouped_attention, attention_masks)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
