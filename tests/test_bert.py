@@ -136,7 +136,8 @@ def test_minilm_real_weights_sentence_embeddings():
 
 
 def test_cli_bert_json():
-    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "bert", "--batch", "2", "--seq", "64", "--json"],
+    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "bert", "--batch", "2", "--seq", "64", "--layers", "4",
+                        "--json"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)
@@ -146,4 +147,4 @@ def test_cli_bert_json():
         assert key in result, key
     assert "mock" in result["device"] and "wormhole" in result["device"]
     assert result["pcc_last_hidden_state"] >= 0.999 and result["pcc_pooler_output"] >= 0.999
-    assert result["fallbacks"] == 0 and result["aten_ops"] > 500 and result["ttnn_ops"] > 500
+    assert result["fallbacks"] == 0 and result["aten_ops"] > 100 and result["ttnn_ops"] > 100  # 4 layers of ~30

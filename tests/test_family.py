@@ -112,11 +112,12 @@ def test_report_bert_large_lists_zero_fallbacks(tmp_path):
 
 def test_cli_report_json_and_png(tmp_path):
     png = tmp_path / "chart.png"
-    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "report", "--batch", "1", "--seq", "32", "--json",
-                        "--png", str(png)], capture_output=True, text=True, timeout=900)
+    r = subprocess.run([sys.executable, "-m", "ttnn_eager.tools.cli", "report", "--batch", "1", "--seq", "32", "--layers",
+                        "2", "--json", "--png", str(png)], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(r.stdout)
     assert d["fallbacks"] == 0 and {"matmul", "attention", "normalization"} <= set(d["time_by_family"])
+    assert d["model"].endswith("first 2 layers")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -11,7 +11,7 @@
     ttnn-eager ops  [--model NAME_OR_PATH] [--batch B] [--seq S] [--attn sdpa|eager]
                     [--grad no_grad|inference_mode] [--mask ones|padded] [--json]
     ttnn-eager report [--model NAME_OR_PATH] [--task base|masked-lm|sequence-classification|question-answering]
-                    [--batch B] [--seq S] [--json] [--png PATH]
+                    [--batch B] [--seq S] [--layers N] [--json] [--png PATH]
     ttnn-eager vision [--model resnet18|resnet50|mobilenet_v2|...|resnext50_32x4d] [--compile]
                     [--batch B] [--size S] [--strict] [--json]
     ttnn-eager modules [--max-samples N] [--docs]   ModuleInfo samples of every torch.nn module -> docs/modules.json
@@ -128,19 +128,21 @@ TASKS = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM",
          "question-answering": "AutoModelForQuestionAnswering"}
 
 
-def load_for_task(name_or_path, task: str, attn: str):
+def load_for_task(name_or_path, task: str, attn: str, layers: int | None = None):
     """A model for `task` from a path or the local cache; with none given, bert-large's config with seeded
-    random weights."""
+    random weights. `layers`: keep only the first N encoder layers."""
     import torch
     import transformers
     from . import bert
     auto = getattr(transformers, TASKS[task])
+    extra = {} if layers is None else {"num_hidden_layers": layers}
+    few = "" if layers is None else f", first {layers} layers"
     if name_or_path:
-        model = auto.from_pretrained(name_or_path, local_files_only=True, attn_implementation=attn)
-        return model.eval(), name_or_path
+        model = auto.from_pretrained(name_or_path, local_files_only=True, attn_implementation=attn, **extra)
+        return model.eval(), name_or_path + few
     torch.manual_seed(0)
-    return auto.from_config(bert.bert_large_config(attn)).eval(), \
-        "bert-large-uncased config with seeded random weights"
+    return auto.from_config(bert.bert_large_config(attn, **extra)).eval(), \
+        f"bert-large-uncased config with seeded random weights{few}"
 
 
 def cmd_report(args) -> int:
@@ -148,7 +150,7 @@ def cmd_report(args) -> int:
     import ttnn_eager
     from . import bert
 
-    model, source = load_for_task(args.model, args.task, args.attn)
+    model, source = load_for_task(args.model, args.task, args.attn, args.layers)
     model.to("ttnn:0")
     ids, mask = bert.make_inputs(args.batch, args.seq, model.config.vocab_size)
     inputs = {"input_ids": ids.to("ttnn:0"), "attention_mask": mask.to("ttnn:0")}
@@ -412,6 +414,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("report", help="coverage report: per aten op, the TT-NN ops, fallbacks, time share")
     _model_args(p)
     p.add_argument("--task", choices=sorted(TASKS), default="base")
+    p.add_argument("--layers", type=int, default=None, help="keep only the first N encoder layers")
     p.add_argument("--json", action="store_true")
     p.add_argument("--png", default="ttnn_eager_report.png", help="bar chart of time by op family "
                    "(default: ttnn_eager_report.png; '' for none)")
