@@ -260,7 +260,9 @@ def test_the_switch():
     """configure(eager_fusion=) takes a bool; TTNN_EAGER_FUSION=0 turns it off for a process (on by default)."""
     with pytest.raises(TypeError, match="eager_fusion"):
         ttnn_eager.configure(eager_fusion="no")
-    code = "from ttnn_eager import config; print(config.settings['eager_fusion'])"
+    # config.py alone (it imports only the standard library): a fresh process reads the variable at import
+    code = ("import importlib.util as u; s = u.spec_from_file_location('config', %r); m = u.module_from_spec(s); "
+            "s.loader.exec_module(m); print(m.settings['eager_fusion'])" % ttnn_eager.config.__file__)
     assert run_python(code, {"TTNN_EAGER_FUSION": "0"}).stdout.strip() == "False"
     assert run_python(code, {"TTNN_EAGER_FUSION": ""}).stdout.strip() == "True"
 
