@@ -106,8 +106,10 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None, activation=None):
         out = _product(a, b, transpose_b, bias, activation, ckc)
     else:  # the small products first, then the large one (with the bias) added to their sum
         (a_hi, b_hi), *small = parts
-        rest = [_product(x, y, transpose_b, None, None, ckc, api.FLOAT32) for x, y in small]
-        rest = rest[0] if len(rest) == 1 else api.run("add", rest[0], rest[1])
+        rest = None
+        for x, y in reversed(small):
+            term = _product(x, y, transpose_b, None, None, ckc, api.FLOAT32)
+            rest = term if rest is None else api.run("add", rest, term)
         out = api.run("add", rest, _product(a_hi, b_hi, transpose_b, bias, None, ckc, api.FLOAT32))
         if activation is not None:
             out = api.run(activation, out)
@@ -146,17 +148,21 @@ def _float32_parts(a, b):
     PyTorch's float32 matmul is computed in float32 unless `torch.set_float32_matmul_precision` allows less
     ("highest", its default). With float32 storage and math_fidelity HiFi4 -- the settings that ask for
     PyTorch's precision -- a float32 operand x is split into hi (bfloat16: exact in SrcA and SrcB at HiFi4) and
-    lo = x - hi (float32, |lo| <= 2**-8 |x|), and a @ b = a_hi @ b_hi + a_hi @ b_lo + a_lo @ b_hi (a_lo @ b_lo,
-    below 2**-16 of the product, is left out): each product's error is TF32's of a part 2**-8 smaller, about
-    2**-17 of the result. A bfloat16 operand (a parameter under "mixed") is its own hi: two products. Under
-    precision "high" or "medium", or another fidelity, one product as the engine computes it."""
+    lo = x - hi (float32, |lo| <= 2**-8 |x|), and a @ b = a_hi @ b_hi + a_hi @ b_lo + a_lo @ b_hi + a_lo @ b_lo:
+    the products with a lo operand lose TF32's share of a part 2**-8 smaller, about 2**-18 of the result. (Left
+    out, a_lo @ b_lo -- up to 2**-16 of the result, as large as that loss in the mean -- doubled the error of a
+    random product (3.1e-6 against 1.3e-6, test_numerics) and kept rf_detr's top-300 proposals from the CPU's:
+    Pearson 0.997 with three products, clean with four.) A bfloat16 operand (a parameter under
+    "mixed") is its own hi: two products. Under precision "high" or "medium", or another fidelity, one product
+    as the engine computes it."""
     fp32 = api.FLOAT32
     if (a.tt_dtype != fp32 and b.tt_dtype != fp32) or torch.get_float32_matmul_precision() != "highest" or \
             policy.compute_settings("matmul")["math_fidelity"] != "HiFi4":
         return None
     a_hi, a_lo = policy.float32_split(a) if a.tt_dtype == fp32 else (a, None)
     b_hi, b_lo = policy.float32_split(b) if b.tt_dtype == fp32 else (b, None)
-    return [(a_hi, b_hi)] + [(x, y) for x, y in ((a_hi, b_lo), (a_lo, b_hi)) if x is not None and y is not None]
+    return [(a_hi, b_hi)] + [(x, y) for x, y in ((a_hi, b_lo), (a_lo, b_hi), (a_lo, b_lo))
+                             if x is not None and y is not None]
 
 
 @lowering(aten.linear.default, ttnn=["linear"], needs=TILE, notes="bias fused; the weight is not transposed")
