@@ -59,16 +59,73 @@ def test_product_bits_by_hand(fidelity, fp32_out):
                        "HiFi4": A * B}[fidelity]
 
 
-def test_tf32_operands(fp32_out):
-    """float32 operands enter SrcA/SrcB as TF32 (10 mantissa bits; SrcA's last one unused by any phase)."""
+@pytest.fixture
+def matmul_precision():
+    """torch.set_float32_matmul_precision as the test sets it, PyTorch's own value restored after."""
+    saved = torch.get_float32_matmul_precision()
+    yield torch.set_float32_matmul_precision
+    torch.set_float32_matmul_precision(saved)
+
+
+def test_tf32_operands(fp32_out, matmul_precision):
+    """float32 operands enter SrcA/SrcB as TF32 (10 mantissa bits; SrcA's last one unused by any phase): one
+    product of them, which is what a float32 matmul is under torch.set_float32_matmul_precision("high")."""
     x = 1 + 2**-10 + 2**-12  # TF32 keeps 1 + 2**-10 in SrcB; 2**-12 is dropped
     a = torch.zeros(1, 32)
     b = torch.zeros(32, 32)
     a[0, 0], b[0, 0] = x, 1.0
     ttnn_eager.configure(math_fidelity="HiFi4", fp32_dest_acc=True)
+    matmul_precision("high")
     assert torch.mm(a.to(DEV), b.to(DEV)).cpu()[0, 0].item() == 1 + 2**-10
     # in SrcA the 10th mantissa bit is the one no phase takes
     assert torch.mm(b.t().contiguous().to(DEV), a.t().contiguous().to(DEV)).cpu()[0, 0].item() == 1.0
+    # "highest" (PyTorch's default): the products of x's bfloat16 part and its float32 rest keep both bits
+    matmul_precision("highest")
+    assert torch.mm(a.to(DEV), b.to(DEV)).cpu()[0, 0].item() == x
+    assert torch.mm(b.t().contiguous().to(DEV), a.t().contiguous().to(DEV)).cpu()[0, 0].item() == x
+
+
+def _relative_error(out, ref64) -> float:
+    return float((out.double() - ref64).norm() / ref64.norm())
+
+
+@pytest.mark.parametrize("storage", ["float32", "mixed"])
+def test_float32_products_at_float32_precision(storage, restore_config, matmul_precision):
+    """float32 storage with HiFi4: a float32 matmul (linear with bias and fused activation, bmm, matmul of
+    activations) is computed at float32's precision as PyTorch's default precision asks (hi/lo products:
+    lowerings/matmul.py _float32_parts), not TF32's; under "high" it is the single TF32 product. Errors
+    against float64 on the CPU, beside the CPU's own float32 error. Under "mixed" the weight is bfloat16: the
+    reference is the CPU with its weight rounded to bfloat16."""
+    import ttnn_eager.lowerings  # noqa: F401 -- defines torch.ops.ttnn_eager.linear_activation
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 40, 96), torch.randn(2, 96, 48)
+    lin = torch.nn.Linear(96, 80)
+    if storage == "mixed":
+        with torch.no_grad():
+            lin.weight.copy_(lin.weight.bfloat16().float())
+            lin.bias.copy_(lin.bias.bfloat16().float())
+    w64, b64 = lin.weight.double(), lin.bias.double()
+    refs = {"linear": x.double() @ w64.t() + b64, "gelu": torch.nn.functional.gelu(x.double() @ w64.t() + b64),
+            "bmm": x.double() @ y.double()}
+    with torch.no_grad():
+        cpu = {"linear": lin(x), "gelu": torch.ops.ttnn_eager.linear_activation(x, lin.weight, lin.bias, "gelu"),
+               "bmm": x @ y}
+    ttnn_eager.configure(float32_storage=storage, math_fidelity="HiFi4", shadow_numerics="hardware")
+    lin.to(DEV)
+    xd, yd = x.to(DEV), y.to(DEV)
+    errors = {}
+    for precision in ("highest", "high"):
+        matmul_precision(precision)
+        with torch.no_grad():
+            got = {"linear": lin(xd), "gelu": torch.ops.ttnn_eager.linear_activation(xd, lin.weight, lin.bias, "gelu"),
+                   "bmm": xd @ yd}
+        errors[precision] = {k: _relative_error(v.cpu(), refs[k]) for k, v in got.items()}
+    cpu_err = {k: _relative_error(v, refs[k]) for k, v in cpu.items()}
+    print(storage, "device highest", errors["highest"], "high", errors["high"], "CPU float32", cpu_err)
+    for k in refs:
+        assert errors["highest"][k] < 2e-6, (k, errors)  # 1.3e-6 (~2**-19); 3.1e-6 without a_lo @ b_lo
+        assert errors["high"][k] > 20 * errors["highest"][k], (k, errors)  # one TF32 product: ~1e-3
+        assert cpu_err[k] < 1e-6
 
 
 def test_dst_rounding_by_hand(fp32_out):

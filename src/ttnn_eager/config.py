@@ -5,7 +5,10 @@
                           TF32 switch: the torch-visible dtype stays float32. "float32" keeps them exact.
                           "mixed": module parameters (nn.Parameter) as bfloat16, every other float32 tensor
                           and every computed value as float32 -- the weights take their bfloat16 bytes, the
-                          activations keep float32's precision (docs/numerics.md)
+                          activations keep float32's precision (docs/numerics.md). With math_fidelity
+                          "HiFi4", a matmul of float32-stored operands is computed at float32's precision (four
+                          products of bfloat16 and float32 parts: the matrix engine reads float32 as TF32) unless
+                          torch.set_float32_matmul_precision("high" or "medium") allows one TF32 product
     weight_dtype          "bfloat16" (default) or "bfloat8_b": the device dtype of matmul weights.
     math_fidelity         None (default: each op's choice in layout.COMPUTE) or "LoFi", "HiFi2", "HiFi3",
                           "HiFi4" for every op that takes a compute-kernel config (TTNN_EAGER_MATH_FIDELITY)

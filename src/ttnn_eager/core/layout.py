@@ -526,16 +526,26 @@ def table_parts(h: api.Handle) -> list:
     # (BFLOAT16_MAX and the infinity), its third part 0 (inf - inf: NaN, zeroed); a NaN stays NaN in every part.
     parts, rest = [], ensure(h, TILE)
     for i in range(3):
-        part = _typecast(api.run("clamp", rest, min=-BFLOAT16_MAX, max=BFLOAT16_MAX) if i == 0 else rest,
-                         api.BFLOAT16)
         if i < 2:
-            rest = api.run("subtract", rest, _typecast(part, api.FLOAT32))
+            part, rest = float32_split(rest, clamp=i == 0)
+        else:
+            part = _typecast(rest, api.BFLOAT16)
         if i == 1:
             rest = api.run("where", api.run("logical_and", api.run("isnan", rest), api.run("isinf", part)), 0.0, rest)
         _relayout(part, api.ROW_MAJOR)
         parts.append(part)
     _TABLE_PARTS[h] = (h.tt, parts)
     return parts
+
+
+def float32_split(h: api.Handle, clamp: bool = True) -> tuple:
+    """A float32 tensor as hi + lo, exactly: hi its value rounded to bfloat16 (TILE; with `clamp`, within
+    bfloat16's range first, so that float32's largest magnitudes give a finite hi and a finite lo), lo the rest
+    x - hi in float32 (exact: the bits bfloat16 drops). table_parts' step; matmul's float32 products
+    (lowerings/matmul.py) multiply the parts."""
+    rest = ensure(h, TILE)
+    hi = _typecast(api.run("clamp", rest, min=-BFLOAT16_MAX, max=BFLOAT16_MAX) if clamp else rest, api.BFLOAT16)
+    return hi, api.run("subtract", rest, _typecast(hi, api.FLOAT32))
 
 
 def widened(result):
