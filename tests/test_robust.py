@@ -579,6 +579,7 @@ def _fused_edges(x):
            ops.add_layer_norm(x, x, [k], g, g * 0, 1e-5), ops.rms_norm(x, g, 1e-6),
            ops.concat_heads(x.reshape(1, 1, -1, k)), ops.matmul_bias(x, w.t().contiguous(), b, None),
            ops.matmul_bias(x, w.t().contiguous(), b, "gelu_tanh")]
+    out.append(ops.linear_add(x, w, out[1]))  # a residual of the product's shape (one row: the linear's bias)
     if x.dim() == 3:  # as heads [1, b, s, d] rotated by cos, sin [1, 1, s, d]
         out.append(ops.rotary_embedding(x[None], x[:1, None], -x[:1, None]))
     if x.dim() == 3 and x.numel():  # as a paged cache [blocks, 1, block, d]: one user at position 0 of block 0
