@@ -675,12 +675,14 @@ def test_what_a_graph_computes_from_factory_ops_alone_is_computed_once_and_the_g
     host and copied to the device, the patch positions computed from it, sums and views on the way) are folded
     into constants when the graph is compiled: the host-to-device copy no longer keeps the graph from being
     captured, the later calls replay without those ops, fewer TT-NN ops than eager mode; the CPU's result. A
-    factory-made result of the graph stays a new tensor at every call."""
+    result of the graph that is constant is a new tensor at every call: a write into it (a cache's `+=`) does not
+    reach the next call's (nor does the graph copy a host constant to the device at each call: still replayed)."""
     def fn(x):
         mask = torch.ones(2, 8).to(dtype=torch.bool, device=x.device)  # (made on the host, as idefics3's)
         steps = 1.0 / mask[:, 0:4].sum(dim=1)
         pos = torch.arange(8, device=x.device, dtype=torch.float32)[None, :] * steps[:, None]
-        return x + torch.where(mask, pos, torch.zeros_like(pos)).view(2, 8, 1), torch.arange(3, device=x.device)
+        return (x + torch.where(mask, pos, torch.zeros_like(pos)).view(2, 8, 1), torch.arange(3, device=x.device),
+                torch.tensor([7, 8]).to(x.device))  # (a host constant moved to the device: mistral's cache's)
     x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(4))
     f = torch.compile(fn, backend="ttnn", fullgraph=True)
     recs, ranges = [], []
@@ -688,10 +690,13 @@ def test_what_a_graph_computes_from_factory_ops_alone_is_computed_once_and_the_g
         ttnn_eager.reset_stats()
         for _ in range(3):
             with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
-                out, r = f(x.to(DEV))
+                out, r, t = f(x.to(DEV))
             recs.append(rec)
             ranges.append(r)
             assert pcc(out.cpu(), fn(x)[0]) >= 0.9999 and torch.equal(r.cpu(), torch.arange(3))
+            assert torch.equal(t.cpu(), torch.tensor([7, 8]))
+            r.add_(10)
+            t.add_(10)
         stats = ttnn_eager.stats()
         with ttnn_eager.record_ops() as eager:
             fn(x.to(DEV))

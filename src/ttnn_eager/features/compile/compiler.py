@@ -196,8 +196,10 @@ def unsafe_index_as_index(gm) -> int:
 # embeddings: the patch positions bucketized from a torch.ones mask made on the host and copied to the device,
 # which also kept the graph from being captured). Ops with random results (nondeterministic_seeded), the empty
 # factories (their values are whatever memory held) and values over FOLD_MAX elements (a constant stays in device
-# memory for the graph's life) are left in the graph, and so is a result of the graph (returned, it would be the
-# same tensor object at every call).
+# memory for the graph's life) are left in the graph. A result of the graph that is constant (mistral's sliding-window
+# cache returns a tensor made from a model constant) is returned as a copy of its constant, made at each call: the
+# caller may write into what it gets (a cache's `+=`), which must not reach the constant, and left in the graph it
+# would be a host-to-device copy of a host constant at each call, which a capture refuses.
 FOLD_MAX = 1 << 20
 _EMPTY = ("aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like")
 
@@ -209,8 +211,6 @@ def _small(node) -> bool:
 
 def _foldable(node, constant) -> bool:
     if node.op != "call_function" or not _small(node):
-        return False
-    if any(u.op == "output" for u in node.users):
         return False
     inputs = node.all_input_nodes
     schema = getattr(node.target, "_schema", None)
@@ -253,8 +253,15 @@ def fold_constants(gm) -> int:
             with torch.no_grad(), unset_fake_temporarily():
                 value = value.clone()
         gm.register_buffer(name, value)
+        outputs = [u for u in node.users if u.op == "output"]
         with gm.graph.inserting_before(node):
-            node.replace_all_uses_with(gm.graph.get_attr(name))
+            attr = gm.graph.get_attr(name)
+            copy = gm.graph.call_function(torch.ops.aten.clone.default, (attr,)) if outputs else None
+        node.replace_all_uses_with(attr)
+        for out in outputs:
+            out.replace_input_with(attr, copy)
+        if copy is not None:
+            copy.meta.update(node.meta)
         folded += 1
     if folded:
         gm.graph.eliminate_dead_code()
