@@ -381,6 +381,10 @@ PATTERNS = {
                             .expand(2, 16, 16), [(2, 16, 16), (2, 16)]),
     "attention_masks": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m.expand(1, 4, 32, 32)),
                         [(1, 4, 32, 32), (1, 4, 32, 32), (1, 4, 32, 32), (1, 1, 1, 32)]),
+    # transformers' bidirectional mask under tracing with no padding (kv_idx >= 0): eager mode passes no mask
+    "attention_masks_true": (lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.arange(32, device=q.device)[None, None, :, None] >= 0),
+        [(1, 4, 32, 32), (1, 4, 32, 32), (1, 4, 32, 32)]),
     "noop_views_expand": (lambda x: x.expand(2, 32, 64).relu(), [(2, 32, 64)]),
     # transformers' DynamicCache: the first keys concatenated to the layer's empty cache
     "cat_empties": (lambda k, c: torch.cat([c, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
@@ -388,7 +392,7 @@ PATTERNS = {
 }
 SEVERAL = {"qkv_heads", "matmul_bias_activation"}
 FEWER_INPUTS = {"cat_empties_part"}  # the same ops, one taking fewer inputs
-FACTORIES = {"arange_index", "true_ands", "true_ands_broadcast"}  # graphs that make tensors on the device  # patterns whose match takes more than one rewrite
+FACTORIES = {"arange_index", "true_ands", "true_ands_broadcast", "attention_masks_true"}  # graphs that make tensors on the device  # patterns whose match takes more than one rewrite
 
 
 def _repeat_kv(x, n):  # transformers' (Llama's grouped-query attention without enable_gqa)
@@ -412,7 +416,7 @@ def test_each_fusion_pass_computes_what_the_unfused_graph_did(name):
     gm, fused = _aten_graph(fn, *args)
     done = passes.run(fused)
     want = name
-    for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part", "_broadcast", "_expand"):
+    for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part", "_broadcast", "_expand", "_true"):
         want = want.split(variant)[0]
     assert done[want] == 1, (done, _targets(gm))
     assert sum(done.values()) == 1 or name in SEVERAL, done
@@ -522,6 +526,10 @@ def test_a_pattern_whose_intermediate_is_used_elsewhere_is_left_alone():
     args = [torch.randn(1, 1, 64), torch.randn(96, 64), torch.randn(96), torch.randn(1, 1, 96)]
     gm, fused = _aten_graph(lambda x, w, b, r: r + F.linear(x, w, b), *args)
     assert passes.run(fused)["residual_bias"] == 0
+    # a mask made from factory ops that masks some position is kept
+    gm, fused = _aten_graph(lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.arange(32, device=q.device)[None, None, None, :] >= 1), *[torch.randn(1, 4, 32, 32)] * 3)
+    assert passes.run(fused)["attention_masks"] == 0
 
 
 
@@ -715,6 +723,42 @@ def test_what_a_graph_computes_from_its_own_constants_is_computed_once():
     with torch.no_grad(), ttnn_eager.record_ops() as eager:
         fn(x.to(DEV))
     assert eager.ttnn["erfinv"] == 1 and sum(recs[1].ttnn.values()) < sum(eager.ttnn.values())
+
+
+def test_what_a_graph_computes_from_factory_ops_alone_is_computed_once_and_the_graph_replayed():
+    """Tensors a forward makes from sizes alone (idefics3's vision embeddings: a torch.ones patch mask made on the
+    host and copied to the device, the patch positions computed from it, sums and views on the way) are folded
+    into constants when the graph is compiled: the host-to-device copy no longer keeps the graph from being
+    captured, the later calls replay without those ops, fewer TT-NN ops than eager mode; the CPU's result. A
+    result of the graph that is constant is a new tensor at every call: a write into it (a cache's `+=`) does not
+    reach the next call's (nor does the graph copy a host constant to the device at each call: still replayed)."""
+    def fn(x):
+        mask = torch.ones(2, 8).to(dtype=torch.bool, device=x.device)  # (made on the host, as idefics3's)
+        steps = 1.0 / mask[:, 0:4].sum(dim=1)
+        pos = torch.arange(8, device=x.device, dtype=torch.float32)[None, :] * steps[:, None]
+        return (x + torch.where(mask, pos, torch.zeros_like(pos)).view(2, 8, 1), torch.arange(3, device=x.device),
+                torch.tensor([7, 8]).to(x.device))  # (a host constant moved to the device: mistral's cache's)
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(4))
+    f = torch.compile(fn, backend="ttnn", fullgraph=True)
+    recs, ranges = [], []
+    with torch.no_grad():
+        ttnn_eager.reset_stats()
+        for _ in range(3):
+            with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+                out, r, t = f(x.to(DEV))
+            recs.append(rec)
+            ranges.append(r)
+            assert pcc(out.cpu(), fn(x)[0]) >= 0.9999 and torch.equal(r.cpu(), torch.arange(3))
+            assert torch.equal(t.cpu(), torch.tensor([7, 8]))
+            r.add_(10)
+            t.add_(10)
+        stats = ttnn_eager.stats()
+        with ttnn_eager.record_ops() as eager:
+            fn(x.to(DEV))
+    assert stats["graph_replays"] == 1 and stats["compiled_eager_calls"] == 0, stats
+    assert not recs[2].ttnn["sum"] and not recs[2].ttnn["reciprocal"], dict(recs[2].ttnn)
+    assert eager.ttnn["sum"] and sum(recs[2].ttnn.values()) < sum(eager.ttnn.values())
+    assert ranges[1] is not ranges[2] and ranges[1].untyped_storage() is not ranges[2].untyped_storage()
 
 
 def test_a_tensor_assert_in_a_graph_is_checked_after_it_and_the_graph_replayed():

@@ -46,3 +46,6 @@ def test_compiled_summary_names_what_eager_mode_does_better():
     assert "clean compiled: **2** of the 3 clean eagerly" in md and "`aten.copy.default` (1: b)" in md
     assert "median **0.750**, max 1.200; more than eager: c" in md and "did not run: e (crash)" in md
     assert "| c | clean | 1.00000 (1.00000) | 120 / 100 | 1.2 | no | - | 2 | 0 |" in md
+    # a type with a note on its compiled result: the note, before the table
+    md = "".join(zoo.compiled_md({"results": {**results, "siglip": _result(pearson=0.99)}}))
+    assert md.index(f"- **siglip**: {zoo.COMPILED_NOTES['siglip']}") < md.index("| type | class |")

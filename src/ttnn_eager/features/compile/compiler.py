@@ -188,26 +188,46 @@ def unsafe_index_as_index(gm) -> int:
     return done
 
 
-# A model's own constants (torch.tensor(...) in its forward: lifted into the graph as tensor attributes) and what
-# is computed from them alone are the same at every call: computed once here, when the graph is compiled, and
-# kept as constants of the graph. Eager mode computes them at every forward (gemma3n's _gaussian_topk:
-# Normal(0, 1).icdf(torch.tensor(0.95)) -- an erfinv and its arithmetic in each of 8 layers). Ops with random
-# results (nondeterministic_seeded) are left in the graph.
+# A model's own constants (torch.tensor(...) in its forward: lifted into the graph as tensor attributes), the
+# tensors its forward makes from nothing but sizes and values (factory ops: arange, ones, full, ...) and what is
+# computed from them alone are the same at every call: computed once here, when the graph is compiled, and kept
+# as constants of the graph. Eager mode computes them at every forward (gemma3n's _gaussian_topk:
+# Normal(0, 1).icdf(torch.tensor(0.95)) -- an erfinv and its arithmetic in each of 8 layers; idefics3's vision
+# embeddings: the patch positions bucketized from a torch.ones mask made on the host and copied to the device,
+# which also kept the graph from being captured). Ops with random results (nondeterministic_seeded), the empty
+# factories (their values are whatever memory held) and values over FOLD_MAX elements (a constant stays in device
+# memory for the graph's life) are left in the graph. A result of the graph that is constant (mistral's sliding-window
+# cache returns a tensor made from a model constant) is returned as a copy of its constant, made at each call: the
+# caller may write into what it gets (a cache's `+=`), which must not reach the constant, and left in the graph it
+# would be a host-to-device copy of a host constant at each call, which a capture refuses.
+FOLD_MAX = 1 << 20
+_EMPTY = ("aten::empty", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided", "aten::empty_like")
+
+
+def _small(node) -> bool:
+    v = node.meta.get("val")
+    return not isinstance(v, torch.Tensor) or v.numel() <= FOLD_MAX
+
+
 def _foldable(node, constant) -> bool:
-    if node.op != "call_function" or getattr(node.target, "is_view", False):
+    if node.op != "call_function" or not _small(node):
         return False
     inputs = node.all_input_nodes
-    if not inputs or not all(n in constant for n in inputs):
+    schema = getattr(node.target, "_schema", None)
+    if not inputs:  # a factory op: its arguments are sizes and values
+        if schema is None or schema.name in _EMPTY or not isinstance(node.meta.get("val"), torch.Tensor):
+            return False
+    elif not all(n in constant for n in inputs):
         return False
     tags = getattr(node.target, "tags", ())
-    schema = getattr(node.target, "_schema", None)
     mutates = schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
     return torch.Tag.nondeterministic_seeded not in tags and not mutates
 
 
 def fold_constants(gm) -> int:
-    """gm's nodes computed from its tensor constants alone replaced by their values (new tensor constants);
-    how many nodes were folded."""
+    """gm's nodes computed from its tensor constants and factory ops alone replaced by their values (new tensor
+    constants); how many nodes were folded. (A node that fails to compute here is left to run at each call,
+    where its error is the call's.)"""
     import functools
     from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
     from torch.fx.node import map_arg
@@ -218,17 +238,30 @@ def fold_constants(gm) -> int:
             if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
                 constant[node] = value
         elif _foldable(node, constant):
-            with torch.no_grad(), unset_fake_temporarily():
-                constant[node] = node.target(*map_arg(node.args, constant.__getitem__),
-                                             **map_arg(node.kwargs, constant.__getitem__))
+            try:
+                with torch.no_grad(), unset_fake_temporarily():
+                    constant[node] = node.target(*map_arg(node.args, constant.__getitem__),
+                                                 **map_arg(node.kwargs, constant.__getitem__))
+            except Exception:  # noqa: BLE001 -- (not folded: it runs at each call)
+                pass
     for node in list(constant):
         value = constant[node]
         if node.op == "get_attr" or not isinstance(value, torch.Tensor) or all(u in constant for u in node.users):
             continue
         name = f"_ttnn_folded_{folded}"
+        if value._is_view():  # (a view: its own values)
+            with torch.no_grad(), unset_fake_temporarily():
+                value = value.clone()
         gm.register_buffer(name, value)
+        outputs = [u for u in node.users if u.op == "output"]
         with gm.graph.inserting_before(node):
-            node.replace_all_uses_with(gm.graph.get_attr(name))
+            attr = gm.graph.get_attr(name)
+            copy = gm.graph.call_function(torch.ops.aten.clone.default, (attr,)) if outputs else None
+        node.replace_all_uses_with(attr)
+        for out in outputs:
+            out.replace_input_with(attr, copy)
+        if copy is not None:
+            copy.meta.update(node.meta)
         folded += 1
     if folded:
         gm.graph.eliminate_dead_code()

@@ -16,7 +16,8 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     inverse_permutes      permute of a permute                              -> removed (they undo each other), or one
     cat_slices            cat of consecutive slices of one tensor           -> one slice, or the tensor
     cat_empties           cat with empty inputs (a DynamicCache's first keys and values) -> of the others, or the one
-    attention_masks       sdpa of an expanded mask                          -> of the mask (sdpa broadcasts it)
+    attention_masks       sdpa of an expanded mask                          -> of the mask (sdpa broadcasts it);
+                          of a mask made from factory ops alone that masks nothing -> of no mask
     qkv_heads             three linears of one input, each viewed into heads and transposed
                           ([b, s, h*d] -> [b, h, s, d])                    -> ttnn_eager.qkv_heads
     concat_heads          transpose(1, 2) of [b, h, s, d], contiguous, viewed to [b, s, h*d]
@@ -748,23 +749,44 @@ def grouped_attention(g: fx.Graph) -> int:
     return done
 
 
+def _no_mask(mask, cache: dict) -> bool:
+    """mask, computed from factory ops alone, masks nothing: boolean and true everywhere, or additive and zero
+    everywhere."""
+    v = mask.meta.get("val") if isinstance(mask, fx.Node) else None
+    if not isinstance(v, torch.Tensor) or not (v.dtype == torch.bool or v.dtype.is_floating_point):
+        return False
+    value = _evaluated(mask, cache)
+    if value is None:
+        return False
+    return _all_true(value if v.dtype == torch.bool else value == 0)
+
+
 def attention_masks(g: fx.Graph) -> int:
     """scaled_dot_product_attention of a mask expanded to the scores' shape: of the mask before its expand
-    (sdpa broadcasts its mask; the lowering expands it once per mask, its decomposition adds it broadcast)."""
-    done = 0
+    (sdpa broadcasts its mask; the lowering expands it once per mask, its decomposition adds it broadcast); of a
+    mask made from factory ops alone that masks nothing: of no mask (transformers' bidirectional mask under
+    tracing, with no padding: `kv_idx >= 0` of an arange, true everywhere, which eager mode skips after reading
+    the mask's values on the host -- idefics3's vision model: a ge, its arange and the mask's conversion in
+    each layer's attention, +2 TT-NN ops compiled against eager)."""
+    done, cache = 0, {}
     for n in list(g.nodes):
         if not _is(n, aten.scaled_dot_product_attention.default):
             continue
         mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
-        if not _is(mask, aten.expand.default) or _shape(mask.args[0]) is None:
+        if isinstance(mask, fx.Node) and _no_mask(mask, cache):
+            to = None
+        elif _is(mask, aten.expand.default) and _shape(mask.args[0]) is not None:
+            to = mask.args[0]
+        else:
             continue
         if len(n.args) > 3:
-            n.args = (*n.args[:3], mask.args[0], *n.args[4:])
+            n.args = (*n.args[:3], to, *n.args[4:])
         else:
-            n.kwargs = {**n.kwargs, "attn_mask": mask.args[0]}
+            n.kwargs = {**n.kwargs, "attn_mask": to}
         if not mask.users:
             g.erase_node(mask)
         done += 1
+    _erase_dead(g)
     return done
 
 

@@ -53,7 +53,7 @@ from .results import (  # noqa: F401
 from .worker import (  # noqa: F401
     _commit, STARTUP_TIMEOUT, sweep, Worker, worker_main)
 from .notes import (  # noqa: F401
-    NOTES)
+    COMPILED_NOTES, NOTES)
 from .report import (  # noqa: F401
     _section, BFLOAT16_CPU_JSON, bfloat16_cpu_md, COMPILE_JSON, COMPILE_VISION_JSON, fallback_table,
     JSON, totals, VISION_JSON, write_doc, zoo_md)

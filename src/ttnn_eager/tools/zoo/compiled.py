@@ -110,6 +110,10 @@ def compiled_md(data: dict) -> list:
            f"- did not run: {names(not_ran)}\n\n",
            "| type | class | Pearson compiled (eager) | TT-NN ops compiled / eager | ratio | replayed | graphs | "
            "breaks | recompiles | first call s | error |\n|---|---|---|---|---|---|---|---|---|---|---|\n"]
+    from .notes import COMPILED_NOTES
+    notes = [n for n in sorted(results) if n in COMPILED_NOTES]
+    if notes:
+        out.insert(-1, "Notes:\n\n" + "".join(f"- **{n}**: {COMPILED_NOTES[n]}\n" for n in notes) + "\n")
     for n in sorted(results):
         r = results[n]
         e = r.get("eager") or {}

@@ -216,3 +216,23 @@ NOTES = {
     "proposals (CPU 72 and 72, CPU bfloat16 47 and 53), then 0 and 0 detections (CPU 5 and 1, CPU bfloat16 0 "
     "and 1). Float32 storage: the CPU's shapes, 0.9999998.",
 }
+
+
+# What a compiled result means where docs/zoo.md's compiled table alone would mislead (each measured)
+COMPILED_NOTES = {
+    "siglip": "its lowest output is the 2x2 `logits_per_text` (cosines of unit embeddings: logit_scale 1, bias "
+    "0; the CPU's four values 0.00004 to 0.038, spread 0.018), whose Pearson over 4 values turns on where errors "
+    "of 0.003 fall: compiled 0.99397 with max error 0.0031, eager 0.99922 with 0.0036. The compiled embeddings "
+    "are the more accurate (text_embeds 0.999852 against eager's 0.999827, image_embeds 0.999947 against "
+    "0.999934), and the logits computed on the CPU in float32 from the device's own embeddings are as far off "
+    "(compiled 0.99191, eager 0.99884): the error is the embeddings' bfloat16 storage, not the logits' matmul "
+    "(its own error 0.0006). With other seeds, where the CPU's logits spread 0.05 to 0.10, compiled gives "
+    "0.99973, 0.99977, 0.99994, 0.99972 and eager 0.99982, 0.99925, 0.99994, 0.99996 (seeds 1 to 4).",
+    "switch_transformers": "the encoder's top-1 router over near-ties: token (0, 2) has the CPU's top-2 logits "
+    "4.6947 and 4.6877 (a gap of 0.007) and token (1, 15) 10.450 and 10.371 (0.080, about one bfloat16 step "
+    "there: 0.0625). The router asks for float32, which the default storage keeps as bfloat16; compiled, both "
+    "tokens go to the other expert, eager neither (router logits Pearson compiled 0.999861, eager 0.999850; max "
+    "error 0.59 and 0.64), and the decoder, which attends to the encoder's output, follows (2 more tokens "
+    "rerouted, output max error 2.16). With `float32_storage=\"float32\"` eager and compiled both reroute "
+    "token (1, 15) alike; the CPU in bfloat16 gives 0.9952.",
+}
