@@ -27,6 +27,7 @@ def main(argv=None) -> int:
     from transformers import CompileConfig, ContinuousBatchingConfig, GenerationConfig
     from transformers.generation.continuous_batching import model_runner
     from ttnn_eager import counters
+    from ttnn_eager.features.inventory import module_calls
     from ttnn_eager.tools import models
 
     ttnn_eager.configure(float32_storage="bfloat16", shadow_numerics="exact")
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
                for i, n in enumerate([2, 9, 4, 17])]
     model.to("ttnn:0")
 
-    steps, layer_calls, before = [], [], {}
+    steps = []
     inner = model_runner.ModelRunner.compute_batch
 
     def compute_batch(self, m, batch_data):
@@ -51,19 +52,8 @@ def main(argv=None) -> int:
                       **{k: counters.counts[k] - stats.get(k, 0)
                          for k in ("graph_replays", "graph_recaptures", "compiled_eager_calls")}})
 
-    @torch.compiler.disable
-    def pre(module, args, kwargs):
-        before["ops"] = counters.ttnn_by_op.copy()
-
-    @torch.compiler.disable
-    def post(module, args, kwargs, out):
-        ops = counters.ttnn_by_op - before["ops"]
-        if ops["transformer.paged_scaled_dot_product_attention_decode"]:
-            layer_calls.append(dict(ops))
-
-    layer = model.model.layers[-1]
-    hooks = [layer.register_forward_pre_hook(pre, with_kwargs=True),
-             layer.register_forward_hook(post, with_kwargs=True)]
+    layer_calls, hooks = module_calls(model.model.layers[-1],
+                                      lambda ops: ops["transformer.paged_scaled_dot_product_attention_decode"])
     model_runner.ModelRunner.compute_batch = compute_batch
     kw = {} if a.eager else {"decode_compile_config": CompileConfig(backend="ttnn", fullgraph=False, dynamic=False)}
     cb = ContinuousBatchingConfig(max_batch_tokens=64, page_size=32, seed=0, max_memory_percent=0.01, **kw)

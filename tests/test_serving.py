@@ -297,22 +297,8 @@ def test_continuous_batching_gives_the_cpu_tokens_in_strict_mode(restore_config)
 
 def _decode_layer_ops(layer):
     """Hooks on one decoder layer: the TT-NN ops of each of its calls that ran the paged decode attention."""
-    from ttnn_eager import counters
-    calls, before = [], {}
-
-    # (run by Python, not traced, when the model is compiled: a traced read of the counters would be a constant;
-    # measured, the compiled step's ops are the same with and without these hooks)
-    @torch.compiler.disable
-    def pre(module, args, kwargs):
-        before["ops"] = counters.ttnn_by_op.copy()
-
-    @torch.compiler.disable
-    def post(module, args, kwargs, out):
-        ops = counters.ttnn_by_op - before["ops"]
-        if ops["transformer.paged_scaled_dot_product_attention_decode"]:
-            calls.append(ops)
-    hooks = [layer.register_forward_pre_hook(pre, with_kwargs=True), layer.register_forward_hook(post, with_kwargs=True)]
-    return calls, hooks
+    from ttnn_eager.features.inventory import module_calls
+    return module_calls(layer, lambda ops: ops["transformer.paged_scaled_dot_product_attention_decode"])
 
 
 def _margins(model, prompts, tokens) -> dict:

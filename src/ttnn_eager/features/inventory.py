@@ -5,6 +5,8 @@
     rec.aten      # Counter {"aten.addmm.default": 145, ...}
     rec.ttnn      # Counter {"linear": 145, ...}
     rec.fallbacks # Counter of aten ops that ran on the CPU
+
+    calls, hooks = module_calls(layer, keep)   # the TT-NN ops of each call of one module (forward hooks)
 """
 from __future__ import annotations
 
@@ -46,3 +48,24 @@ def record_ops():
         for mine, theirs in ((counters.aten_calls, aten), (counters.ttnn_by_op, ttnn),
                              (counters.fallback_by_op, fallbacks)):
             mine.update(theirs)
+
+
+def module_calls(module, keep=None) -> tuple:
+    """(calls, hooks): forward hooks on `module` that append the TT-NN ops (a Counter by op) of each of its calls
+    for which `keep(ops)` is true (every call without `keep`) to `calls`; remove the hooks when done. The hooks run
+    in Python, not traced, when the model is compiled (a traced read of the counters would be a constant;
+    measured, a compiled step's ops are the same with and without them)."""
+    import torch
+    calls, before = [], {}
+
+    @torch.compiler.disable
+    def pre(module, args, kwargs):
+        before["ops"] = counters.ttnn_by_op.copy()
+
+    @torch.compiler.disable
+    def post(module, args, kwargs, out):
+        ops = counters.ttnn_by_op - before["ops"]
+        if keep is None or keep(ops):
+            calls.append(ops)
+    return calls, [module.register_forward_pre_hook(pre, with_kwargs=True),
+                   module.register_forward_hook(post, with_kwargs=True)]
