@@ -599,6 +599,14 @@ def int32_rows(h: api.Handle) -> api.Handle:
     return prepared(h, ("int32_rows",), make)
 
 
+def height_sharded(h: api.Handle, shards: int, rows: int) -> api.Handle:
+    """h height-sharded in L1 over `shards` cores, [rows, width] a core: how TT-NN's decode ops take a user's
+    heads (one user a core). As it is when it already is so (the heads nlp_create_qkv_heads_decode makes)."""
+    if api.is_height_sharded(h, shards, rows):
+        return h
+    return api.run("to_memory_config", h, memory_config=api.height_sharded(h.index, shards, rows, h.shape[-1]))
+
+
 def signed(h: api.Handle) -> api.Handle:
     return ensure(h, SIGNED)
 

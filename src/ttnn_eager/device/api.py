@@ -43,6 +43,7 @@ refused. The trace verbs at the end (begin_trace, ...) are the hardware replay p
 from __future__ import annotations
 
 import atexit
+import collections
 import functools
 import math
 import sys
@@ -67,6 +68,8 @@ _ELEMENT_BYTES = {ttnn.bfloat16: 2, ttnn.float32: 4, ttnn.int32: 4, ttnn.uint32:
 L1_SMALL_SIZE = 32768
 _PRECHECK_BYTES = 64 << 20  # constants from this size up are checked against free device memory first
 recording = None  # the graph capture under way (graphs._Recorder), if any
+identity_refs: collections.Counter = collections.Counter()  # id(device tensor) -> references graphs hold to
+# recognise it at a replay (graphs._External.see), never to read it: not owners of its buffer (sole_owner)
 _live_traces: dict = {}  # device index -> captured ttnn traces not yet released (they use cached programs)
 retries: dict = {}  # device index -> ops retried after the program cache was emptied (memory_stats)
 
@@ -665,14 +668,33 @@ def buffer_address(h: Handle) -> int | None:
     return None if h.tt is None else h.tt.buffer_address()
 
 
-def sole_owner(h: Handle) -> bool:
+def sole_owner(h: Handle, recorded: bool = False) -> bool:
     """h's device buffer can be written in place without any other tensor seeing it: h's tensor object is
     referenced by h alone (no clone, graph or cached form shares it, and no tensor aliases its buffer: those
-    hold it as their `root`), h does not itself alias another buffer, and it has elements. Never during graph
-    capture, whose recording names values by tensor object."""
+    hold it as their `root`), h does not itself alias another buffer, and it has elements. During graph capture,
+    whose recording names values by tensor object, only for a write recorded as one (`recorded`:
+    update_in_place, which a replay repeats into the same tensor -- for it, a graph that holds the tensor only to
+    recognise it, identity_refs, is no owner). Any other write keeps a tensor a graph read to a new device tensor,
+    which the graph sees has changed (its static inputs' host-known values checked again)."""
     d = h.tt
-    return (recording is None and d is not None and h.root is None and h.shape.numel() > 0
-            and sys.getrefcount(d) <= 3)  # d, h.tt, getrefcount's argument
+    return ((recording is None or recorded) and d is not None and h.root is None and h.shape.numel() > 0
+            and sys.getrefcount(d) <= 3 + (identity_refs.get(id(d), 0) if recorded else 0))  # d, h.tt, the argument
+
+
+def own_buffer(h: Handle) -> Handle:
+    """h, holding its value in a device buffer no other tensor shares (sole_owner), before a write into it
+    that only h may see: a copy made where it does not yet (outside any graph capture -- the value does not
+    change, so a replay need not repeat it)."""
+    global recording
+    if not sole_owner(h, recorded=True):
+        rec, recording = recording, None
+        try:
+            h.assign(run("clone", h))
+        finally:
+            recording = rec
+        if rec is not None:
+            rec.forget(h)  # (a new device tensor to the capture, whatever object had its id before)
+    return h
 
 
 def overwrite(dst: Handle, src: Handle) -> bool:
@@ -696,17 +718,16 @@ def overwrite(dst: Handle, src: Handle) -> bool:
 def update_in_place(op: str, dst: Handle, *args, **kwargs) -> Handle:
     """`ttnn.<op>(dst, *args, **kwargs)` for an op that writes into dst's buffer (update_cache): dst keeps its
     device tensor and takes the new value. The caller has checked sole_owner(dst) -- or, for an op with no
-    functional form (TT-NN's paged cache update), made dst a clone. Refused inside a graph capture: its
-    recording names values by tensor object, so a replay would not re-issue a write into one (a stale value)."""
-    if recording is not None:
-        recording.refuse(f"an in-place ttnn.{op} (a write into an existing device buffer, which a replay "
-                         f"would not repeat)")
+    functional form (TT-NN's paged cache update), made dst a clone. Inside a graph capture the write is recorded
+    as one (features/graphs.py): a replay re-issues it into the same tensor."""
     targs = [a.tt if type(a) is Handle else a for a in args]
     tkwargs = {k: v.tt if type(v) is Handle else v for k, v in kwargs.items()}
     _resolve(op)(dst.tt, *targs, **tkwargs)
     _count(op)
     dst.shadow = BACKEND.value(op, (dst, *args), kwargs, dst.tt)
     dst.bounds = None
+    if recording is not None:
+        recording.on_update(op, dst, args, kwargs)
     return dst
 
 
@@ -785,6 +806,14 @@ def height_sharded(index: int, shards: int, rows: int, width: int):
     return ttnn.create_sharded_memory_config(shape=(rows, width), core_grid=cores, strategy=ttnn.ShardStrategy.HEIGHT,
                                              orientation=ttnn.ShardOrientation.ROW_MAJOR,
                                              use_height_and_width_as_shard_shape=True)
+
+
+def is_height_sharded(h: Handle, shards: int, rows: int) -> bool:
+    """Whether h's device tensor is height-sharded as height_sharded(h.index, shards, rows, width) lays it out."""
+    mc = h.tt.memory_config()
+    spec = mc.shard_spec
+    return (mc.memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED and spec is not None
+            and list(spec.shape) == [rows, h.tt.padded_shape[-1]] and spec.grid.num_cores() == shards)
 
 
 def arch(index: int) -> str:

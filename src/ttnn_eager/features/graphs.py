@@ -30,9 +30,11 @@ with the static inputs it depends on (through the recorded data flow) and the us
 checks the new inputs would decide the same (else a RuntimeError naming the op and the line, or the
 embedding's own IndexError). Everything else that would make the replay differ from the region is refused
 at capture: a device-to-host read (.cpu(), .item() of a computed value, print: a host sync), a CPU fallback,
-a host-to-device copy of a CPU tensor, a random factory (computed on the host), an in-place ttnn write into
-an existing buffer (TT-NN's paged cache update: the recording names values by tensor object), a second
-device, a nested capture. The shape, device dtype and layout of every static input are checked at each replay (a static
+a host-to-device copy of a CPU tensor, a random factory (computed on the host), a second device, a nested
+capture. The one in-place ttnn write (device.api.update_in_place: TT-NN's paged cache update, which has no
+functional form) is recorded as such: a step writing into its target's slot, re-issued into the same device
+tensor at every replay (a paged KV cache read in place is written in place again), and kept whatever reads it
+later, as any write into a static input. The shape, device dtype and layout of every static input are checked at each replay (a static
 input freed or resized since capture is an error, never a silent recomputation).
 
 Hardware. On a card, capture_end also records the steps as a ttnn trace (the device is opened with a trace
@@ -69,9 +71,28 @@ class _External:
         self.shape, self.dtype = h.shape, h.dtype
         self.spec = _spec(h.tt)
         self.bounds = h.bounds
-        self.seen = h.tt  # the device tensor last validated against spec and the guards
+        self.seen = None  # the device tensor last validated against spec and the guards (see())
+        self.see(h.tt)
         # with several sources (tensors sharing the value read): what each held at the last replay
         self.last = [None if r() is None else r().tt for r in sources] if len(sources) > 1 else None
+
+    def see(self, tt) -> None:
+        """tt is the device tensor last validated. Held to be recognised, never read: counted in
+        device.api.identity_refs, so that it still counts as its handle's alone (sole_owner)."""
+        refs = api.identity_refs
+        if self.seen is not None:
+            refs[id(self.seen)] -= 1
+            if not refs[id(self.seen)]:
+                del refs[id(self.seen)]
+        self.seen = tt
+        if tt is not None:
+            refs[id(tt)] += 1
+
+    def __del__(self):
+        try:
+            self.see(None)
+        except Exception:  # (interpreter shutdown)
+            pass
 
     def describe(self) -> str:
         return f"a {list(self.shape)} {self.dtype} tensor"
@@ -101,14 +122,16 @@ class _Step:
     """One recorded ttnn call: `fn(*args, **kwargs)` with the slots `subs` (position, slot), `lsubs`
     (position, [slots]: a list of tensors) and `ksubs` (keyword, slot) filled in; results into `outs`."""
 
-    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "kill", "create", "made")
+    __slots__ = ("op", "fn", "args", "subs", "lsubs", "kwargs", "ksubs", "outs", "multi", "kill", "create", "made",
+                 "inplace")
 
-    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, create=None, made=None):
+    def __init__(self, op, fn, args, subs, lsubs, kwargs, ksubs, outs, multi, create=None, made=None, inplace=False):
         self.op, self.fn, self.args, self.subs, self.lsubs = op, fn, args, subs, lsubs
         self.kwargs, self.ksubs, self.outs, self.multi = kwargs, ksubs, outs, multi
         self.kill = ()        # slots whose last use this step is (dropped after it)
         self.create = create  # a factory op: (args, tt_dtype, layout, torch dtype, kwargs) of device.api.create
         self.made = made      # its results at capture, as _Constants, when they are constants (until finish)
+        self.inplace = inplace  # an in-place write into args[0] (its slot, outs[0]): no result of its own
 
 
 class _Constant:
@@ -204,9 +227,9 @@ class _Recorder:
         return s
 
     # -------------------------------------------------------------------------- device API hooks
-    def on_run(self, op: str, args, kwargs, result):
-        outs = result if type(result) is list else [result]
-        self._device(outs[0].index)
+    def _substituted(self, args, kwargs):
+        """args and kwargs with the Handles taken out (None in their place), and where they go: (args, subs,
+        lsubs, kwargs, ksubs, the slots read)."""
         targs, subs, lsubs = list(args), [], []
         for i, a in enumerate(args):
             if type(a) is api.Handle:
@@ -221,12 +244,27 @@ class _Recorder:
                 ksubs.append((k, self.slot(v)))
                 tkwargs[k] = None
         ins = [s for _, s in subs] + [s for _, ss in lsubs for s in ss] + [s for _, s in ksubs]
+        return targs, subs, lsubs, tkwargs, ksubs, ins
+
+    def on_run(self, op: str, args, kwargs, result):
+        outs = result if type(result) is list else [result]
+        self._device(outs[0].index)
+        targs, subs, lsubs, tkwargs, ksubs, ins = self._substituted(args, kwargs)
         made = self._constants(outs) if all(s in self.folded for s in ins) else None
         slots = [self._new_slot(o.tt, o.shape) for o in outs]
         self.steps.append(_Step(op, api._resolve(op), targs, subs, lsubs, tkwargs, ksubs, slots,
                                 type(result) is list, made=made))
         if made is not None:
             self.folded.update(slots)
+
+    def on_update(self, op: str, dst: api.Handle, args, kwargs):
+        """ttnn.<op>(dst, *args, **kwargs) wrote into dst's device tensor (device.api.update_in_place)."""
+        self._device(dst.index)
+        targs, subs, lsubs, tkwargs, ksubs, _ = self._substituted((dst, *args), kwargs)
+        target = subs[0][1]
+        self.folded.discard(target)  # (a constant no more)
+        self.steps.append(_Step(op, api._resolve(op), targs, subs, lsubs, tkwargs, ksubs, [target], False,
+                                inplace=True))
 
     def _constants(self, outs) -> list | None:
         """outs as _Constants if they can be kept from the capture (small, their values known), else None."""
@@ -248,6 +286,13 @@ class _Recorder:
         s = self._new_slot(h.tt, h.shape)
         self.constants[s] = _Constant(h.tt, h.shadow)
         self.folded.add(s)
+
+    def forget(self, h: api.Handle):
+        """h's device tensor was made outside the recording (device.api.own_buffer): not a value the region
+        produced or read under another handle, whatever tensor its id belonged to before."""
+        self.produced.pop(id(h.tt), None)
+        self.ext_key.pop(id(h.tt), None)
+        self.ext_key.pop((id(h), id(h.tt)), None)
 
     def decision(self, h: api.Handle, kind, what: str):
         self.guards.append((kind, what, _user_line(), self.slot(h)))
@@ -286,8 +331,9 @@ class _Recorder:
         steps = [st for st in steps if st.outs[0] not in self.constants]
         read = set(keep)
         live = []
+        written = {st.outs[0] for st in steps if st.inplace and st.outs[0] in externals}
         for st in reversed(steps):
-            if read.intersection(st.outs):
+            if read.intersection(st.outs) or (st.inplace and st.outs[0] in written):
                 live.append(st)
                 read.update(s for _, s in st.subs)
                 read.update(s for _, ss in st.lsubs for s in ss)
@@ -308,19 +354,20 @@ class _Recorder:
                 last.setdefault(s, i)  # produced and never read: dropped at once unless kept
         kills = collections.defaultdict(list)
         for s, i in last.items():
-            if s not in keep:
+            if s not in keep and s not in written:  # (a static input written in place takes its slot's value)
                 kills[i].append(s)
         for i, st in enumerate(steps):
             st.kill = tuple(kills.get(i, ()))
         return _Program(self.index, steps, self.nslots, self.shapes, externals, self.constants, outputs,
-                        guards, set(deps))
+                        guards, set(deps), written)
 
 
 class _Program:
     """A recorded region: what replay() re-issues."""
 
-    def __init__(self, index, steps, nslots, shapes, externals, constants, outputs, guards, bounded):
+    def __init__(self, index, steps, nslots, shapes, externals, constants, outputs, guards, bounded, written=()):
         self.index, self.steps, self.nslots, self.shapes = index, steps, nslots, shapes
+        self.written = set(written)  # externals the region writes in place (a paged KV cache)
         self.externals, self.constants, self.outputs, self.guards = externals, constants, outputs, guards
         self.bounded = bounded  # slots whose bounds depend on an integer/bool static input
         self.ops = collections.Counter(st.op for st in steps if st.create is None)  # ttnn calls per replay
@@ -368,8 +415,10 @@ class _Program:
             current[s] = h
         if changed and self.guarded.intersection(changed):
             self._check_guards(current)
+        for s in self.written:  # (written in place: into a buffer no other tensor shares, as in eager mode)
+            api.own_buffer(current[s])
         for s in changed:
-            self.externals[s].seen = current[s].tt
+            self.externals[s].see(current[s].tt)
         return current
 
     def _check_guards(self, current: dict):
@@ -432,6 +481,8 @@ class _Program:
                     for k, s in st.ksubs:
                         kw[k] = env[s]
                 out = st.fn(*a, **kw)
+                if st.inplace:
+                    out = a[0]  # (written in place: the target's tensor, its new contents)
                 if per_op:
                     api._count(st.op)
                 if shadowing:
@@ -473,7 +524,13 @@ class _Program:
         return a, kw
 
     def write_outputs(self, env, shadows, current: dict):
-        """The noted handles take their slots' new values (the same tensor objects, new contents)."""
+        """The noted handles take their slots' new values (the same tensor objects, new contents); the static
+        inputs written in place, their new shadows."""
+        for s in self.written:
+            h = current[s]
+            if type(h) is not _Fixed:
+                h.shadow, h.bounds = shadows[s], None
+                h.version += 1
         for ref, s, existed in self.outputs:
             h = ref()
             if h is None:

@@ -34,6 +34,10 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 cache [blocks, kv heads, block, d], row pos % block
                                                 -> ttnn.experimental.paged_update_cache (x height-sharded, one
                                                 user a core: ttnn.to_memory_config)
+    paged_update_cache_functional(cache, x, positions, page_table)   the same, into a new cache (what a traced
+                                                decode step holds: functionalization takes no custom op that
+                                                returns its argument; the compile pass paged_caches_in_place
+                                                makes it the in-place op again) -> a clone, then the same update
     paged_attention_decode(q, key_cache, value_cache, positions, page_table, scale)
                                                 one query token a user (q [1, users, heads, d]) attending to
                                                 positions 0..positions[b] of its sequence in the paged caches
@@ -78,6 +82,7 @@ LIB.define("split_qkv_heads(Tensor input, int num_heads) -> (Tensor, Tensor, Ten
 LIB.define("rotary_embedding(Tensor input, Tensor cos, Tensor sin) -> Tensor")
 LIB.define("cache_update(Tensor cache, Tensor input, Tensor position) -> Tensor")
 LIB.define("paged_update_cache(Tensor(a!) cache, Tensor input, Tensor positions, Tensor page_table) -> Tensor(a!)")
+LIB.define("paged_update_cache_functional(Tensor cache, Tensor input, Tensor positions, Tensor page_table) -> Tensor")
 LIB.define("paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor positions, "
            "Tensor page_table, float scale) -> Tensor")
 ops = torch.ops.ttnn_eager
@@ -190,6 +195,8 @@ for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm",
     LIB.impl(_name, _fn, "Meta")
 LIB.impl("paged_update_cache", _paged_update_cache, "CPU")
 LIB.impl("paged_update_cache", lambda cache, *_: cache, "Meta")
+LIB.impl("paged_update_cache_functional", lambda cache, *a: _paged_update_cache(cache.clone(), *a), "CPU")
+LIB.impl("paged_update_cache_functional", lambda cache, *_: torch.empty_like(cache), "Meta")
 LIB.impl("paged_attention_decode", _paged_attention_decode, "CPU")
 LIB.impl("paged_attention_decode", lambda q, *_: torch.empty_like(q), "Meta")
 
@@ -344,9 +351,21 @@ _PAGED_UPDATE_CACHE = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)  # what ttnn's 
 @lowering(ops.paged_update_cache.default, ttnn=["to_memory_config", "experimental.paged_update_cache", "clone"],
           needs={"input": TILE, "*": ANY},
           notes="block and head size multiples of 32, at most one user a core (else the CPU meaning, counted); "
-                "the input height-sharded one user a core; in place when the cache is its buffer's sole owner, "
-                "else into a copy")
+                "the input height-sharded one user a core (as it is when it comes so); in place (the cache first "
+                "copied to a buffer of its own where it shares one)")
 def paged_update_cache(cache, x, positions, page_table):
+    return _paged_update(cache, cache, x, positions, page_table)
+
+
+@lowering(ops.paged_update_cache_functional.default,
+          ttnn=["clone", "to_memory_config", "experimental.paged_update_cache"], needs={"input": TILE, "*": ANY},
+          notes="paged_update_cache into a copy of the cache")
+def paged_update_cache_functional(cache, x, positions, page_table):
+    return _paged_update(None, cache, x, positions, page_table)
+
+
+def _paged_update(target, cache, x, positions, page_table):
+    """TT-NN's paged cache update of `target` (None: a copy of cache, made once the update is known to fit)."""
     users = x.shape[1] if len(x.shape) == 4 else -1
     _check_paged("paged_update_cache", cache, users, page_table, positions)
     if tuple(x.shape) != (1, users, cache.shape[1], cache.shape[3]):
@@ -361,8 +380,8 @@ def paged_update_cache(cache, x, positions, page_table):
     if why is not None:
         raise Unfit(why)
     rows = -(-cache.shape[1] // api.TILE_SIZE) * api.TILE_SIZE  # a user's kv heads, padded to a tile
-    sharded = api.run("to_memory_config", x, memory_config=api.height_sharded(x.index, users, rows, x.shape[3]))
-    target = cache if api.sole_owner(cache) else api.run("clone", cache)
+    sharded = policy.height_sharded(x, users, rows)
+    target = api.own_buffer(target) if target is not None else api.run("clone", cache)
     return api.update_in_place("experimental.paged_update_cache", target, sharded,
                                update_idxs_tensor=policy.int32_rows(positions),
                                page_table=policy.int32_rows(page_table))

@@ -45,6 +45,9 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     cache_update          index_copy(cache, 2, arange(1) + p, x) of one new row x [b, h, 1, d] at a 0-d
                           integer position p (transformers' StaticCache update at its cumulative length)
                                                                             -> ttnn_eager.cache_update
+    paged_caches_in_place copy_(cache, paged_update_cache_functional(cache, ...)) of a graph input read no more
+                          after it (a traced continuous-batching decode step) -> paged_update_cache(cache, ...):
+                          TT-NN's paged update into the cache's buffer (replays re-issue it: features/graphs.py)
 
 A bert-large encoder layer goes from 22 aten ops (20 TT-NN ops eagerly) to 9 (qkv_heads is a linear and the
 heads split); a GPT-2 block's Conv1Ds, gelu_new and qkv split fuse the same way. Passes run in this order
@@ -709,6 +712,37 @@ def cache_update(n):
     return None
 
 
+def paged_caches_in_place(g: fx.Graph) -> int:
+    """copy_(cache, copy(cache, paged_update_cache_functional(cache, x, positions, page_table))) of a cache the
+    graph is given (a traced decode step writes its paged caches so: features/serving/paged.py; aot_autograd
+    writes the input back at the end) -> paged_update_cache(cache, x, positions, page_table), TT-NN's update
+    into the cache's own buffer, where nothing reads the cache's old value after the update (inductor's
+    reinplacing of a functional op whose input is overwritten anyway)."""
+    done = 0
+    order = {n: i for i, n in enumerate(g.nodes)}
+    for n in list(g.nodes):
+        if not (_is(n, aten.copy_.default) and len(n.args) == 2 and not n.kwargs):
+            continue
+        cache, c = n.args
+        if not (isinstance(cache, fx.Node) and cache.op == "placeholder" and _is(c, aten.copy.default)
+                and c.args[0] is cache):
+            continue
+        f = c.args[1]
+        if not (_is(f, _ops().paged_update_cache_functional.default) and f.args[0] is cache and _only_user(f)):
+            continue
+        if any(order.get(u, 0) > order[f] for u in cache.users if u not in (f, c, n)):
+            continue  # the old value is read after the update
+        with g.inserting_before(f):
+            new = g.call_function(_ops().paged_update_cache.default, f.args, f.kwargs)
+        new.meta.update(c.meta)
+        g.erase_node(n)
+        c.replace_all_uses_with(new)
+        g.erase_node(c)
+        g.erase_node(f)
+        done += 1
+    return done
+
+
 def _repeated_heads(n):
     """n = view(clone(expand(unsqueeze(x, 2), [b, kv, g, s, d])), [b, kv*g, s, d]) (transformers' repeat_kv),
     each intermediate used once: (x, nodes) or None."""
@@ -918,7 +952,7 @@ def split_qkv_heads(g: fx.Graph) -> int:
 PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
           noop_views, cat_slices, cat_empties, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, residual_bias,
-          rotary_embedding, cache_update, grouped_attention, attention_masks)
+          rotary_embedding, cache_update, grouped_attention, attention_masks, paged_caches_in_place)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:

@@ -47,7 +47,10 @@ _device: contextvars.ContextVar = contextvars.ContextVar("ttnn_paged_device", de
 def _once(tag, source: torch.Tensor, make):
     """make() once per source tensor (and its version): the page table, positions and rows of one forward are
     the same for every layer (transformers hands every layer the same tensors, made anew for each batch). Kept
-    on the source tensor, so it dies with it."""
+    on the source tensor, so it dies with it. Under Dynamo, make() itself: the compile passes share what the
+    layers of one graph compute alike (`duplicates`)."""
+    if torch.compiler.is_compiling():
+        return make()
     kept = getattr(source, "_ttnn_paged", None)
     if kept is None:
         kept = source._ttnn_paged = {}
@@ -132,7 +135,11 @@ def _patched_update(original):
         kv = allocator.num_key_value_heads
         return tuple(c.view(-1, d).index_select(0, read).view(1, kv, -1, d) for c in (k_cache, v_cache))
     update.__wrapped__ = original
-    return update
+    # traced by Dynamo (this package's files are skipped: features/compile), so that a compiled decode step's
+    # layer stays one graph through the cache update (its decode branch only sets the paged ops' arguments)
+    traced = torch._dynamo.dont_skip_tracing(update)
+    traced.__wrapped__ = original
+    return traced
 
 
 def _patched_init(original):
@@ -197,14 +204,17 @@ def _patched_resolve(original):
     return resolve_continuous_batching_config
 
 
-@torch.compiler.disable  # (a graph break: the cache update writes its argument in place, which
-# functionalization takes from no custom op that returns its argument -- transformers' decode_compile_config)
 def _paged_decode(query, key, value, k_cache, v_cache, cu, block_table, scale):
-    """A decode step's cache update and attention on TT-NN's paged ops: [1, tokens, heads, d]."""
+    """A decode step's cache update and attention on TT-NN's paged ops: [1, tokens, heads, d]. Under Dynamo the
+    update is the functional op written back with copy_ (functionalization takes no custom op that returns its
+    argument); the compile pass `paged_caches_in_place` makes it the in-place update again."""
     positions = _once("positions", cu, lambda: cu[1:] - cu[:-1] - 1)  # each request's new token
     ops = torch.ops.ttnn_eager
     for cache, new in ((k_cache, key), (v_cache, value)):
-        ops.paged_update_cache(cache, new.transpose(1, 2), positions, block_table)
+        if torch.compiler.is_compiling():
+            cache.copy_(ops.paged_update_cache_functional(cache, new.transpose(1, 2), positions, block_table))
+        else:
+            ops.paged_update_cache(cache, new.transpose(1, 2), positions, block_table)
     return ops.paged_attention_decode(query.transpose(1, 2), k_cache, v_cache, positions, block_table, scale)
 
 
