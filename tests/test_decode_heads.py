@@ -240,3 +240,36 @@ def test_the_decode_heads_pass_leaves_other_steps_alone(what, users, batch, kwar
     assert len(done) == 1 and done[0]["decode_heads"] == 0 and done[0]["rotary_embedding"] == 2, done
     for g, w in zip(got, want):
         _close(g, w, what)
+
+
+def test_the_paged_ops_take_the_decode_layout_heads_as_they_are():
+    """A decode step as continuous batching runs it on TT-NN's decode ops (tt_transformers' order): the heads
+    (qkv_heads_decode), the rotary embedding of q and k in decode mode, the new keys and values written into
+    the paged caches, the query attending to them. Heads stay height-sharded from op to op: the only memory
+    moves are cos's and sin's (once each); the attention within bfloat16 of the float32 CPU meaning."""
+    import test_serving
+    users, heads, kv, d = 3, 4, 2, 64
+    cache, vcache, _, _, positions, table = test_serving._paged(users, kv, heads, d=d, seed=3)
+    cache, vcache = cache.float(), vcache.float()
+    x, ws, bs = _qkv_args(users, 256, heads, kv, d)
+    cos, sin = (t[:, :, None] for t in _cos_sin(users, d, positions.long()))
+
+    def step(x, ws, bs, cos, sin, cache, vcache, positions, table):
+        q, k, v = fused.qkv_heads_decode(x, ws, bs, heads, kv)
+        q, k = fused.rotary_embedding(q, cos, sin), fused.rotary_embedding(k, cos, sin)
+        fused.paged_update_cache(cache, k, positions, table)
+        fused.paged_update_cache(vcache, v, positions, table)
+        return fused.paged_attention_decode(q, cache, vcache, positions, table, d ** -0.5)
+
+    want = step(x, ws, bs, cos, sin, cache.clone(), vcache.clone(), positions, table)
+    dev = [x.to(DEV), [w.to(DEV) for w in ws], [b.to(DEV) for b in bs], cos.to(DEV), sin.to(DEV),
+           cache.bfloat16().to(DEV), vcache.bfloat16().to(DEV), positions.to(DEV), table.to(DEV)]
+    with torch.no_grad(), ttnn_eager.strict():
+        counters.ttnn_by_op.clear()
+        got = step(*dev)
+        ops = collections.Counter(counters.ttnn_by_op)
+    assert ops["experimental.nlp_create_qkv_heads_decode"] == 1 and ops["experimental.rotary_embedding_hf"] == 2, ops
+    assert ops["experimental.paged_update_cache"] == 2, ops
+    assert ops["transformer.paged_scaled_dot_product_attention_decode"] == 1, ops
+    assert ops["to_memory_config"] == 2 and "permute" not in ops, ops  # cos and sin sharded; no head moved
+    print(dict(ops), _close(got, want))
