@@ -54,7 +54,8 @@ CASES = {
     # sharded first)
     "rotary_embedding_decode": (lambda x, c, s: fused.rotary_embedding(x, c, s),
                                 [[_r(1, 8, 4, 64), *(t[:, :, None] for t in _cos_sin(8, 64))],
-                                 [_r(1, 5, 2, 32), *(t[:, :, None] for t in _cos_sin(5, 32))]]),
+                                 [_r(1, 5, 2, 32), *(t[:, :, None] for t in _cos_sin(5, 32))],
+                                 [_r(1, 40, 2, 128), *(t[:, :, None] for t in _cos_sin(40, 128))]]),
 }
 
 

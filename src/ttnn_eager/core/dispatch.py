@@ -480,7 +480,7 @@ def _dispatch(func, args, kwargs):
                     and h.dtype is not _C64 and layout.satisfies(tt, need) \
                     and (need.channels_last or not layout.channels_last_made or len(h.shape) != 4
                          or not layout.is_channels_last(h)) \
-                    and (need.sharded or not layout.sharded_made or not tt.is_sharded()) \
+                    and (not layout.sharded_made or need.sharded or not tt.is_sharded()) \
                     and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
                 if need.dtype == "promote":
                     promote.append(h)

@@ -78,6 +78,9 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
                 one -- is copied to bfloat16 at each lookup)
     STAGED      as it is, and a staged tensor stays on the host (conv weights: their consumer prepares them
                 from the host value; views, clones and copies of a staged tensor are staged too)
+    ...|SHARDED as the need, taking decode-layout heads height-sharded in L1 as they are (TILE_SHARDED,
+                TILE_FLOAT_SHARDED: TT-NN's decode ops); every other need gets them in DRAM ("Decode-layout
+                residency" below)
 Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering whose ttnn op takes one):
     kind        ttnn ops                          math_fidelity  fp32_dest_acc  math_approx
     matmul      matmul, linear                    HiFi2          True           False
