@@ -274,3 +274,43 @@ def test_the_paged_ops_take_the_decode_layout_heads_as_they_are():
     assert ops["transformer.paged_scaled_dot_product_attention_decode"] == 1, ops
     assert ops["to_memory_config"] == 2 and "permute" not in ops, ops  # cos and sin sharded; no head moved
     print(dict(ops), _close(got, want))
+
+
+def test_a_compiled_decode_step_gives_the_paged_attention_its_sharded_query(monkeypatch):
+    """The decode step's heads compiled and replayed with TT-NN's paged attention on the query (the paged decode's
+    query.transpose(1, 2)): the rotary's height-sharded query goes into the attention as it is -- the memory
+    moves are cos's, sin's and those of the key and value for their other consumers (a scale, an add)."""
+    import test_serving
+    users, heads, kv, d = 3, 4, 2, 64
+    cache, vcache, _, _, positions, table = test_serving._paged(users, kv, heads, d=d, seed=3)
+    model, _ = _step(users=users, d=d, heads=heads, kv=kv)
+    cos, sin = _cos_sin(users, d, positions.long())
+    x = _r(1, users, 256)
+
+    def step(x, cos, sin, kc, vc, positions, table):
+        qp, kp, vp = model.layers[0]
+        q, k, v = (p(x).view(1, users, -1, d).transpose(1, 2) for p in (qp, kp, vp))
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = (u * cos + _rotate_half(u) * sin for u in (q, k))
+        att = fused.paged_attention_decode(q.transpose(1, 2), kc, vc, positions, table, d ** -0.5)
+        return att, k.transpose(1, 2) * 2, v.transpose(1, 2) + 1
+
+    with torch.no_grad():
+        want = step(x, cos, sin, cache.float(), vcache.float(), positions, table)
+    done, run = [], passes.run
+    monkeypatch.setattr(passes, "run", lambda gm, example_inputs=None: done.append(run(gm, example_inputs)) or done[-1])
+    torch._dynamo.reset()
+    model.to(DEV)
+    compiled = torch.compile(step, backend="ttnn", fullgraph=True)
+    dev = [t.to(DEV) for t in (x, cos, sin, cache, vcache, positions, table)]
+    with torch.no_grad(), ttnn_eager.strict():
+        for _ in range(3):  # eager through the lowerings, captured, replayed
+            counters.ttnn_by_op.clear()
+            replays = ttnn_eager.stats()["graph_replays"]
+            got = compiled(*dev)
+    assert ttnn_eager.stats()["graph_replays"] == replays + 1
+    assert len(done) == 1 and done[0]["decode_heads"] == 1, done
+    ops = collections.Counter(counters.ttnn_by_op)
+    assert ops["transformer.paged_scaled_dot_product_attention_decode"] == 1, ops
+    assert ops["to_memory_config"] == 4 and not {"permute", "transpose"} & set(ops), ops
+    print(dict(ops), [_close(g, w, i) for i, (g, w) in enumerate(zip(got, want))])
