@@ -766,18 +766,19 @@ def decode_heads(g: fx.Graph) -> int:
             rot, back = rot
             cos_sin = []
             for c in rot.args[1:3]:
-                if c not in rows:  # (of the tensor c is a view of: transformers' cos.unsqueeze(1))
-                    src = c.args[0] if _is(c, aten.unsqueeze.default, *_VIEWS) else c
+                if c not in rows:  # (of the tensor c is a view of, when contiguous: transformers' cos.unsqueeze(1))
+                    src = c.args[0] if _is(c, aten.unsqueeze.default, *_VIEWS) and _contiguous(c.args[0]) else c
+                    op = aten.view.default if _contiguous(src) else aten.reshape.default
                     with g.inserting_before(_after_definition(g, src)):
-                        rows[c] = g.call_function(aten.view.default, (src, [1, vs[1], 1, vs[3]]))
-                    rows[c].meta["val"] = c.meta["val"].view(1, vs[1], 1, vs[3])
+                        rows[c] = g.call_function(op, (src, [1, vs[1], 1, vs[3]]))
+                    rows[c].meta["val"] = c.meta["val"].reshape(1, vs[1], 1, vs[3])
                 cos_sin.append(rows[c])
             with g.inserting_before(rot):
                 new = g.call_function(_ops().rotary_embedding.default, (out, *cos_sin))
             _replace(back, new, (rot, rot.args[0], view, lin))
         done += 1
     for c in rows:
-        if not c.users:
+        if not c.users and _pure(c):
             g.erase_node(c)
     return done
 
