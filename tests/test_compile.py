@@ -356,6 +356,9 @@ PATTERNS = {
                         [(2, 32, 384)]),
     "rotary_embedding": (lambda x, c, s: x * c[:, None] + _rotate_half(x) * s[:, None],
                          [(1, 4, 7, 64), (1, 7, 64), (1, 7, 64)]),
+    # continuous batching's decode step: 8 users' tokens as one sequence, heads back in the paged ops' layout
+    "decode_heads": (lambda x, wq, wk, wv, c, s: _decode_step_heads(x, (wq, wk, wv), c, s),
+                     [(1, 8, 128), (128, 128), (64, 128), (64, 128), (1, 8, 32), (1, 8, 32)]),
     "grouped_attention": (lambda q, k, v: F.scaled_dot_product_attention(q, _repeat_kv(k, 2), _repeat_kv(v, 2),
                                                                          is_causal=True),
                           [(1, 8, 16, 64), (1, 4, 16, 64), (1, 4, 16, 64)]),
@@ -390,7 +393,7 @@ PATTERNS = {
     "cat_empties": (lambda k, c: torch.cat([c, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
     "cat_empties_part": (lambda k, c: torch.cat([c, k, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
 }
-SEVERAL = {"qkv_heads", "matmul_bias_activation"}
+SEVERAL = {"qkv_heads", "matmul_bias_activation", "decode_heads"}
 FEWER_INPUTS = {"cat_empties_part"}  # the same ops, one taking fewer inputs
 FACTORIES = {"arange_index", "true_ands", "true_ands_broadcast", "attention_masks_true"}  # graphs that make tensors on the device  # patterns whose match takes more than one rewrite
 
@@ -402,6 +405,14 @@ def _repeat_kv(x, n):  # transformers' (Llama's grouped-query attention without 
 
 def _rotate_half(x):  # transformers' (Llama's apply_rotary_pos_emb)
     return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+
+
+def _decode_step_heads(x, weights, cos, sin):  # transformers' Llama attention under the paged decode (serving/paged.py)
+    b, t, _ = x.shape
+    q, k, v = (F.linear(x, w).view(b, t, -1, cos.shape[-1]).transpose(1, 2) for w in weights)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    q, k = (u * cos + _rotate_half(u) * sin for u in (q, k))
+    return tuple(u.transpose(1, 2) * 2 for u in (q, k, v))
 
 
 def _gelu_new(x):  # transformers' NewGELUActivation (GPT-2's gelu_new)

@@ -97,6 +97,8 @@ class _Call:
             if need.dtype == "promote":
                 if not need.channels_last and len(h.shape) == 4 and h.tt is not None and layout.is_channels_last(h):
                     layout.to_nchw(h)  # (layout.py: channels-last residency)
+                if layout.sharded_made:
+                    layout.interleaved(h)  # (layout.py: decode-layout residency)
                 self.promote.append(h)
                 return h
             return layout.ensure(h, need)
@@ -478,6 +480,7 @@ def _dispatch(func, args, kwargs):
                     and h.dtype is not _C64 and layout.satisfies(tt, need) \
                     and (need.channels_last or not layout.channels_last_made or len(h.shape) != 4
                          or not layout.is_channels_last(h)) \
+                    and (not layout.sharded_made or need.sharded or not tt.is_sharded()) \
                     and (need.dtype != "promote" or not promote or tt.dtype == promote[0].tt.dtype):
                 if need.dtype == "promote":
                     promote.append(h)

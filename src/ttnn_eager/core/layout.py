@@ -78,6 +78,9 @@ Needs (declared by each lowering per argument, applied by `ensure` before the lo
                 one -- is copied to bfloat16 at each lookup)
     STAGED      as it is, and a staged tensor stays on the host (conv weights: their consumer prepares them
                 from the host value; views, clones and copies of a staged tensor are staged too)
+    ...|SHARDED as the need, taking decode-layout heads height-sharded in L1 as they are (TILE_SHARDED,
+                TILE_FLOAT_SHARDED: TT-NN's decode ops); every other need gets them in DRAM ("Decode-layout
+                residency" below)
 Compute-kernel configs (`compute_config(kind, index)`, passed by every lowering whose ttnn op takes one):
     kind        ttnn ops                          math_fidelity  fp32_dest_acc  math_approx
     matmul      matmul, linear                    HiFi2          True           False
@@ -136,6 +139,7 @@ class Need:
     layout: object = None   # api.TILE / api.ROW_MAJOR / None (keep)
     dtype: str = "keep"     # "keep" | "float" | "promote" | "signed" | "uint32" | "bfloat16"
     channels_last: bool = False  # a channels-last image is taken as it is (see "Channels-last residency")
+    sharded: bool = False        # decode-layout heads are taken sharded as they are (see "Decode-layout residency")
 
     def __repr__(self):
         return self.name
@@ -155,6 +159,9 @@ TILE_CL = Need("TILE|NHWC", api.TILE, channels_last=True)
 TILE_FLOAT_CL = Need("TILE_FLOAT|NHWC", api.TILE, "float", True)
 PROMOTE_CL = Need("PROMOTE|NHWC", api.TILE, "promote", True)
 ANY_CL = Need("ANY|NHWC", channels_last=True)  # permute: a channels-last image to NHWC is a reshape (views.py)
+# the same, taking decode-layout heads height-sharded in L1 as they are: TT-NN's decode ops (lowerings/fused.py)
+TILE_SHARDED = Need("TILE|SHARDED", api.TILE, sharded=True)
+TILE_FLOAT_SHARDED = Need("TILE_FLOAT|SHARDED", api.TILE, "float", sharded=True)
 
 _FLOAT_DEVICE = {torch.float32: None, torch.bfloat16: api.BFLOAT16, torch.float16: api.BFLOAT16,
                  torch.bool: api.BFLOAT16}
@@ -481,6 +488,8 @@ def ensure(h: api.Handle, need: Need) -> api.Handle:
         materialize(h)
     elif not need.channels_last and len(h.shape) == 4 and is_channels_last(h):
         to_nchw(h)
+    if not need.sharded and sharded_made:
+        interleaved(h)
     if satisfies(h.tt, need):
         return h  # the common case
     if need.dtype == "float" and not is_float(h.tt_dtype):
@@ -599,14 +608,6 @@ def int32_rows(h: api.Handle) -> api.Handle:
     return prepared(h, ("int32_rows",), make)
 
 
-def height_sharded(h: api.Handle, shards: int, rows: int) -> api.Handle:
-    """h height-sharded in L1 over `shards` cores, [rows, width] a core: how TT-NN's decode ops take a user's
-    heads (one user a core). As it is when it already is so (the heads nlp_create_qkv_heads_decode makes)."""
-    if api.is_height_sharded(h, shards, rows):
-        return h
-    return api.run("to_memory_config", h, memory_config=api.height_sharded(h.index, shards, rows, h.shape[-1]))
-
-
 def signed(h: api.Handle) -> api.Handle:
     return ensure(h, SIGNED)
 
@@ -687,6 +688,66 @@ def to_nchw(h: api.Handle) -> api.Handle:
     counters.counts["nchw_conversions"] += 1
     h.tt, h.shadow, h.root = new.tt, new.shadow, new.root
     return h
+
+
+# ----------------------------------------------------------------------------------------------- decode-layout residency
+# TT-NN's decode ops keep a decode step's heads [1, users, heads, d] height-sharded in L1, one user a core (a
+# shard of [heads padded to 32, d] each): ttnn.experimental.nlp_create_qkv_heads_decode writes them so, the
+# rotary embedding in decode mode (rotary_embedding_hf(is_decode_mode=True)) takes and gives them so, with its
+# cos and sin [1, users, 1, d] sharded the same way (`decode_rows`), and the paged cache update and paged
+# attention read them so -- the layout of tt-metal's hand-written decoders (models/tt_transformers). Such a
+# result stays sharded on its handle.
+#
+# Who takes it as it is: lowerings whose Need says sharded (the rotary embedding's input, the paged ops' new rows
+# and query). Every other use gets it in DRAM, interleaved: `ensure` moves it once, in place (`interleaved`, one
+# ttnn.to_memory_config, counted in layout_conversions; the handle then stays interleaved for every later
+# reader), since other TT-NN ops may not take a height-sharded tensor (ttnn.sum stops in a TT_FATAL on these
+# heads, fill_pad's `N_slices == 1`, measured on ttnn 0.81.1). Downloads read sharded tensors as they are.
+
+# Whether any sharded handle was made in this process (`decode_resident`, called by the lowerings that make one):
+# until then none is, and the dispatcher's fast path skips the check (a ttnn call, ~0.1 us, on every argument).
+sharded_made = False
+
+
+def decode_resident(handles):
+    """The lowerings' results that are decode-layout heads, sharded (see above): returned as they are."""
+    global sharded_made
+    sharded_made = True
+    return handles
+
+
+def is_sharded(h: api.Handle) -> bool:
+    """h's device tensor is sharded (in L1): see "Decode-layout residency"."""
+    return sharded_made and h.tt is not None and h.tt.is_sharded()
+
+
+def interleaved(h: api.Handle) -> api.Handle:
+    """h in DRAM, interleaved, in place (nothing to do unless it is sharded): see "Decode-layout residency"."""
+    if is_sharded(h):
+        new = api.run("to_memory_config", h, memory_config=api.enum("DRAM_MEMORY_CONFIG"))
+        h.tt, h.shadow, h.root = new.tt, new.shadow, new.root
+        counters.counts["layout_conversions"] += 1
+    return h
+
+
+def decode_heads(h: api.Handle) -> api.Handle:
+    """Heads h [1, users, heads, d] (TILE) height-sharded one user a core, as TT-NN's decode ops read them: h as
+    it is when it is so (the result of nlp_create_qkv_heads_decode or of a decode-mode rotary embedding), else a
+    sharded copy (a step of the caller's computation, not a conversion of h)."""
+    _, users, heads, d = h.shape
+    config = api.height_sharded(h.index, users, -(-heads // api.TILE_SIZE) * api.TILE_SIZE, d)
+    if is_sharded(h) and h.tt.memory_config() == config:
+        return h
+    return decode_resident(api.run("to_memory_config", interleaved(h), memory_config=config))
+
+
+def decode_rows(h: api.Handle) -> api.Handle:
+    """A decode step's cos or sin [1, users, 1, d] (TILE) height-sharded one user a core, as the rotary embedding
+    in decode mode reads it: made once per h while it is not written (prepared), so every layer of a graph run
+    that shares the step's cos and sin shares this form."""
+    _, users, _, d = h.shape
+    return prepared(h, ("decode_rows",), lambda x: decode_resident(
+        api.run("to_memory_config", interleaved(x), memory_config=api.height_sharded(x.index, users, api.TILE_SIZE, d))))
 
 
 # Sliding windows cut by slices -- the taps of depthwise and narrow grouped convolutions (lowerings/conv.py) --

@@ -808,14 +808,6 @@ def height_sharded(index: int, shards: int, rows: int, width: int):
                                              use_height_and_width_as_shard_shape=True)
 
 
-def is_height_sharded(h: Handle, shards: int, rows: int) -> bool:
-    """Whether h's device tensor is height-sharded as height_sharded(h.index, shards, rows, width) lays it out."""
-    mc = h.tt.memory_config()
-    spec = mc.shard_spec
-    return (mc.memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED and spec is not None
-            and list(spec.shape) == [rows, h.tt.padded_shape[-1]] and spec.grid.num_cores() == shards)
-
-
 def arch(index: int) -> str:
     """The architecture of device `index` as ttnn names it (e.g. "WORMHOLE_B0", "BLACKHOLE")."""
     return device(index).arch().name

@@ -244,6 +244,15 @@ def _rotary_embedding_hf_ref(x, cos, sin, is_decode_mode=False, **_):
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
 
 
+def _nlp_create_qkv_heads_decode_ref(x, num_heads, num_kv_heads=None, **_):
+    """ttnn.experimental.nlp_create_qkv_heads_decode (no golden function): x [1, 1, users, (h + 2 kv) * d], each
+    user's row of q, k, v heads side by side -> q [1, users, h, d], k and v [1, users, kv, d] (decode layout)."""
+    kv = num_heads if num_kv_heads is None else num_kv_heads
+    users = x.shape[2]
+    heads = x.reshape(1, users, num_heads + 2 * kv, -1)
+    return heads[:, :, :num_heads], heads[:, :, num_heads:num_heads + kv], heads[:, :, num_heads + kv:]
+
+
 def _layer_norm_ref(x, *, epsilon=1e-12, residual_input_tensor=None, weight=None, bias=None, **_):
     """ttnn.layer_norm (its golden function adds the residual into its input, which may be shared)."""
     if residual_input_tensor is not None:
@@ -278,6 +287,7 @@ REFERENCES = {
     "transformer.paged_scaled_dot_product_attention_decode": _paged_sdpa_decode_ref,
     "to_memory_config": _to_layout_ref,  # value unchanged: where it lives is not part of it
     "experimental.rotary_embedding_hf": _rotary_embedding_hf_ref,
+    "experimental.nlp_create_qkv_heads_decode": _nlp_create_qkv_heads_decode_ref,
     "layer_norm": _layer_norm_ref,
     "typecast": _typecast_ref,          # the rounding to the output dtype is the whole op
     "to_layout": _to_layout_ref,        # value unchanged; padding is not part of the logical value

@@ -11,6 +11,13 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 ([b, s, h*d] -> [b, h, s, d])   -> one ttnn.linear on the
                                                 concatenated weight (made once, layout.prepared) +
                                                 ttnn.transformer.split_query_key_value_and_split_heads
+    qkv_heads_decode(x, [wq, wk, wv], [bq, bk, bv], heads, kv_heads)
+                                                the same for a decode step of continuous batching: x [1, users,
+                                                hidden] (one token a user), heads in the decode layout [1, users,
+                                                h, d] -> the one ttnn.linear, a reshape to [1, 1, users, width] and
+                                                ttnn.experimental.nlp_create_qkv_heads_decode (results height-
+                                                sharded in L1, one user a core: layout.py's decode-layout
+                                                residency; users <= 32, heads <= 32, d a multiple of 32)
     concat_heads(x)                             [b, h, s, d] -> [b, s, h*d]     -> ttnn.transformer.concatenate_heads
     linear_add(x, w, r)                         linear(x, w) + r, r of the product's shape (a pre-norm decoder's
                                                 residual after a projection) -> ttnn.linear(bias=r) when r is one
@@ -27,13 +34,16 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 the heads [b, h, s, d]; cos, sin [1, 1, s, d], d 32 or a
                                                 multiple of 64) -> ttnn.experimental.rotary_embedding_hf
                                                 (HF's layout; experimental.rotary_embedding pads its result's
-                                                rows to whole tiles: a slice after it at s = 1)
+                                                rows to whole tiles: a slice after it at s = 1); decode-layout
+                                                heads [1, users, h, d] with cos, sin [1, users, 1, d] (a position
+                                                a user) -> the same op in decode mode, on heads and cos, sin
+                                                height-sharded one user a core
     paged_update_cache(cache, x, positions, page_table)   (in place, returns cache) user b's new key or value
                                                 row x[0, b] ([kv heads, d]) written at position positions[b]
                                                 of its sequence: block page_table[b, pos // block] of the paged
                                                 cache [blocks, kv heads, block, d], row pos % block
                                                 -> ttnn.experimental.paged_update_cache (x height-sharded, one
-                                                user a core: ttnn.to_memory_config)
+                                                user a core: layout.decode_heads, as it is when it came so)
     paged_update_cache_functional(cache, x, positions, page_table)   the same, into a new cache (what a traced
                                                 decode step holds: functionalization takes no custom op that
                                                 returns its argument; the compile pass paged_caches_in_place
@@ -74,6 +84,8 @@ LIB.define("add_layer_norm(Tensor input, Tensor residual, int[] normalized_shape
            "float eps) -> Tensor")
 LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
            "-> (Tensor, Tensor, Tensor)")
+LIB.define("qkv_heads_decode(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
+           "-> (Tensor, Tensor, Tensor)")
 LIB.define("concat_heads(Tensor input) -> Tensor")
 LIB.define("linear_add(Tensor input, Tensor weight, Tensor residual) -> Tensor")
 LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
@@ -109,6 +121,12 @@ def _heads(t, heads):
 def _qkv_heads(x, weights, biases, num_heads, num_kv_heads):
     q, k, v = (torch.nn.functional.linear(x, w, b) for w, b in zip(weights, biases))
     return _heads(q, num_heads), _heads(k, num_kv_heads), _heads(v, num_kv_heads)
+
+
+def _qkv_heads_decode(x, weights, biases, num_heads, num_kv_heads):
+    b, s, _ = x.shape
+    return tuple(torch.nn.functional.linear(x, w, bias).view(b, s, n, -1).contiguous()
+                 for w, bias, n in zip(weights, biases, (num_heads, num_kv_heads, num_kv_heads)))
 
 
 def _concat_heads(x):
@@ -187,7 +205,8 @@ def _paged_fits(cache_shape, users: int, cores: int) -> str | None:
 
 
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
-                   ("qkv_heads", _qkv_heads), ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
+                   ("qkv_heads", _qkv_heads), ("qkv_heads_decode", _qkv_heads_decode),
+                   ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
                    ("linear_add", _linear_add),
                    ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads),
                    ("rotary_embedding", _rotary_embedding), ("cache_update", _cache_update)):
@@ -266,23 +285,64 @@ def _concatenated(parts: list, name: str):
     return policy.prepared(first, key, make)
 
 
+def _qkv_head_size(name: str, x, weights, biases, num_heads: int, num_kv_heads: int) -> int:
+    """The head size of a qkv_heads-family call: malformed arguments refused, heads TT-NN cannot split Unfit."""
+    if len(weights) != 3 or len(biases) != 3 or len(x.shape) != 3:
+        raise RuntimeError(f"ttnn_eager.{name}: a [batch, seq, hidden] input and three weights and biases")
+    if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
+        raise RuntimeError(f"ttnn_eager.{name}: q, k and v all have a bias or none has")
+    head = weights[0].shape[0] // num_heads if num_heads > 0 else 0
+    if num_heads <= 0 or num_kv_heads <= 0 or head % api.TILE_SIZE or weights[0].shape[0] % num_heads:
+        raise Unfit("head size not a multiple of 32")  # (TT-NN's head split needs tile-sized heads)
+    return head
+
+
+def _qkv_matmul(x, weights, biases):
+    """x times the q, k and v weights concatenated (once), their biases added: [..., q | k | v]."""
+    w = _concatenated(list(weights), "qkv_weight")
+    b = _concatenated(list(biases), "qkv_bias") if biases[0] is not None else None
+    return matmul_handles(x, w, transpose_b=True, bias=b)
+
+
 @lowering(ops.qkv_heads.default, ttnn=["concat", "linear", "transformer.split_query_key_value_and_split_heads"],
           needs=TILE, notes="one matmul on the q, k, v weights concatenated once; heads split by one TT-NN op "
                             "(head size a multiple of 32, else the CPU fallback)")
 def qkv_heads(x, weights, biases, num_heads, num_kv_heads):
-    if len(weights) != 3 or len(biases) != 3 or len(x.shape) != 3:
-        raise RuntimeError("ttnn_eager.qkv_heads: a [batch, seq, hidden] input and three weights and biases")
-    if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
-        raise RuntimeError("ttnn_eager.qkv_heads: q, k and v all have a bias or none has")
-    head = weights[0].shape[0] // num_heads if num_heads > 0 else 0
-    if num_heads <= 0 or num_kv_heads <= 0 or head % api.TILE_SIZE or weights[0].shape[0] % num_heads:
-        raise Unfit("head size not a multiple of 32")  # (TT-NN's head split needs tile-sized heads)
-    w = _concatenated(list(weights), "qkv_weight")
-    b = _concatenated(list(biases), "qkv_bias") if biases[0] is not None else None
-    fused = matmul_handles(x, w, transpose_b=True, bias=b)
-    q, k, v = api.run("transformer.split_query_key_value_and_split_heads", fused, num_heads=num_heads,
-                      num_kv_heads=num_kv_heads, transpose_key=False)
+    _qkv_head_size("qkv_heads", x, weights, biases, num_heads, num_kv_heads)
+    q, k, v = api.run("transformer.split_query_key_value_and_split_heads", _qkv_matmul(x, weights, biases),
+                      num_heads=num_heads, num_kv_heads=num_kv_heads, transpose_key=False)
     return q, k, v
+
+
+DECODE_USERS = 32  # nlp_create_qkv_heads_decode's most users (one a core) and query heads (ttnn 0.81.1)
+
+
+@lowering(ops.qkv_heads_decode.default, ttnn=["concat", "linear", "reshape",
+                                              "experimental.nlp_create_qkv_heads_decode"], needs=TILE,
+          notes="one matmul on the q, k, v weights concatenated once, reshaped to [1, 1, users, width]; heads split "
+                "into the decode layout by one TT-NN op, height-sharded one user a core (batch 1, at most 32 users "
+                "and 32 query heads, head size a multiple of 32, bfloat16/float32, else the CPU fallback)")
+def qkv_heads_decode(x, weights, biases, num_heads, num_kv_heads):
+    head = _qkv_head_size("qkv_heads_decode", x, weights, biases, num_heads, num_kv_heads)
+    if weights[1].shape[0] != num_kv_heads * head or weights[2].shape[0] != num_kv_heads * head:
+        raise RuntimeError(f"ttnn_eager.qkv_heads_decode: key and value weights of {num_kv_heads} heads of the "
+                           f"query's size {head}, got {weights[1].shape[0]} and {weights[2].shape[0]} rows")
+    batch, users, _ = x.shape
+    if batch != 1:
+        raise Unfit(f"batch {batch} (the decode layout: one sequence of users, batch 1)")
+    if users > min(DECODE_USERS, api.core_count(x.index)):
+        raise Unfit(f"{users} users (at most {DECODE_USERS}, one a core)")
+    if num_heads > DECODE_USERS or num_kv_heads > num_heads:
+        raise Unfit(f"{num_heads} query heads and {num_kv_heads} key/value heads (at most 32, key/value no more)")
+    if x.tt_dtype not in (api.BFLOAT16, api.FLOAT32):
+        raise Unfit("an input not bfloat16 or float32")
+    fused = _qkv_matmul(x, weights, biases)
+    if fused.tt_dtype not in (api.BFLOAT16, api.FLOAT32):
+        raise Unfit("a product not bfloat16 or float32")
+    flat = api.run("reshape", fused, (1, 1, users, fused.shape[-1]))
+    q, k, v = api.run("experimental.nlp_create_qkv_heads_decode", flat, num_heads=num_heads,
+                      num_kv_heads=num_kv_heads)
+    return tuple(policy.decode_resident([q, k, v]))
 
 
 @lowering(ops.concat_heads.default, ttnn=["transformer.concatenate_heads"], needs=TILE,
@@ -304,13 +364,34 @@ def rms_norm(x, weight, eps):
                    compute_kernel_config=policy.compute_config("layer_norm", x.index))
 
 
-@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding_hf", "multiply", "add", "neg",
-                                              "concat"], needs=TILE_FLOAT,
+def _rotary_decode_fits(x_shape, cos_shape, sin_shape, cores: int) -> bool:
+    """Whether ttnn.experimental.rotary_embedding_hf in decode mode computes rotary_embedding(x, cos, sin): heads in
+    the decode layout [1, users, h, d] (users one a core, h at most a tile of rows), cos and sin [1, users, 1, d]
+    (a position a user), d one tile or a multiple of 64."""
+    if len(x_shape) != 4 or x_shape[0] != 1:
+        return False
+    _, users, heads, d = x_shape
+    return ((d == api.TILE_SIZE or d % (2 * api.TILE_SIZE) == 0) and users <= cores and heads <= api.TILE_SIZE
+            and tuple(cos_shape) == tuple(sin_shape) == (1, users, 1, d))
+
+
+@lowering(ops.rotary_embedding.default, ttnn=["experimental.rotary_embedding_hf", "to_memory_config", "multiply",
+                                              "add", "neg", "concat"],
+          needs={"input": policy.TILE_FLOAT_SHARDED, "*": TILE_FLOAT},
           notes="heads [b, h, s, d], d 32 or a multiple of 64, cos and sin [1, 1, s, d] of the heads' storage: one "
                 "TT-NN op (HF's rotate_half layout, its result of x's shape: no row padding, so a decode step's "
-                "s = 1 needs no slice); other shapes op by op")
+                "s = 1 needs no slice); decode-layout heads [1, users, h, d] (h <= 32) with cos and sin "
+                "[1, users, 1, d]: the same op in decode mode on heads height-sharded one user a core (as "
+                "qkv_heads_decode gives them; others sharded first) and cos, sin sharded once each "
+                "(layout.decode_rows); other shapes op by op")
 def rotary_embedding(x, cos, sin):
     d = x.shape[-1]
+    if x.tt_dtype == cos.tt_dtype == sin.tt_dtype and _rotary_decode_fits(x.shape, cos.shape, sin.shape,
+                                                                          api.core_count(x.index)):
+        out = api.run("experimental.rotary_embedding_hf", policy.decode_heads(x), policy.decode_rows(cos),
+                      policy.decode_rows(sin), is_decode_mode=True)
+        return policy.decode_resident(out)
+    x = policy.interleaved(x)
     if not _rotary_fits(x.shape, cos.shape, sin.shape) or not x.tt_dtype == cos.tt_dtype == sin.tt_dtype:
         turned = cat([neg(slice_handle(x, 3, d // 2, d)), slice_handle(x, 3, 0, d // 2)], 3)
         return add(mul(x, cos), mul(turned, sin))
@@ -349,7 +430,7 @@ _PAGED_UPDATE_CACHE = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)  # what ttnn's 
 
 
 @lowering(ops.paged_update_cache.default, ttnn=["to_memory_config", "experimental.paged_update_cache", "clone"],
-          needs={"input": TILE, "*": ANY},
+          needs={"input": policy.TILE_SHARDED, "*": ANY},
           notes="block and head size multiples of 32, at most one user a core (else the CPU meaning, counted); "
                 "the input height-sharded one user a core (as it is when it comes so); in place (the cache first "
                 "copied to a buffer of its own where it shares one)")
@@ -358,7 +439,8 @@ def paged_update_cache(cache, x, positions, page_table):
 
 
 @lowering(ops.paged_update_cache_functional.default,
-          ttnn=["clone", "to_memory_config", "experimental.paged_update_cache"], needs={"input": TILE, "*": ANY},
+          ttnn=["clone", "to_memory_config", "experimental.paged_update_cache"],
+          needs={"input": policy.TILE_SHARDED, "*": ANY},
           notes="paged_update_cache into a copy of the cache")
 def paged_update_cache_functional(cache, x, positions, page_table):
     return _paged_update(None, cache, x, positions, page_table)
@@ -379,8 +461,7 @@ def _paged_update(target, cache, x, positions, page_table):
         why = "more blocks a user than the cache has"
     if why is not None:
         raise Unfit(why)
-    rows = -(-cache.shape[1] // api.TILE_SIZE) * api.TILE_SIZE  # a user's kv heads, padded to a tile
-    sharded = policy.height_sharded(x, users, rows)
+    sharded = policy.decode_heads(x)  # (as it is when it came from qkv_heads_decode or a decode-mode rotary)
     target = api.own_buffer(target) if target is not None else api.run("clone", cache)
     return api.update_in_place("experimental.paged_update_cache", target, sharded,
                                update_idxs_tensor=policy.int32_rows(positions),
@@ -388,7 +469,7 @@ def _paged_update(target, cache, x, positions, page_table):
 
 
 @lowering(ops.paged_attention_decode.default, ttnn=["transformer.paged_scaled_dot_product_attention_decode"],
-          needs={"query": TILE, "*": ANY},
+          needs={"query": policy.TILE_SHARDED, "*": ANY},
           notes="bfloat16/bfloat8_b query and TILE caches, block and head size multiples of 32, kv heads dividing "
                 "the query's (else the CPU meaning, counted)")
 def paged_attention_decode(q, key_cache, value_cache, positions, page_table, scale):

@@ -42,6 +42,14 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
                           expand, clone, view [b, kv*g, s, d])            -> sdpa(enable_gqa=True) of the heads
     rotary_embedding      x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin (Llama's apply_rotary_pos_emb on
                           heads [b, h, s, d])                              -> ttnn_eager.rotary_embedding
+    decode_heads          three linears of one sequence of at most 32 tokens x [1, T, H] (continuous batching's
+                          decode step: a token a user), each viewed into heads [1, T, heads, d]: q and k transposed
+                          to [1, h, T, d], each used only by a rotary_embedding of cos, sin [1, 1, T, d] and then
+                          only by transpose(1, 2) -- back in the paged ops' layout -- and v as its view (its two
+                          transposes gone: view_chains) -> ttnn_eager.qkv_heads_decode, the rotary embeddings of its
+                          q and k with cos, sin viewed [1, T, 1, d] (a position a token; one view each for every
+                          layer): no permutes, as tt_transformers' decoder (nlp_create_qkv_heads_decode, rotary in
+                          decode mode)
     cache_update          index_copy(cache, 2, arange(1) + p, x) of one new row x [b, h, 1, d] at a 0-d
                           integer position p (transformers' StaticCache update at its cumulative length)
                                                                             -> ttnn_eager.cache_update
@@ -691,6 +699,93 @@ def rotary_embedding(n):
     return None
 
 
+def _swaps_heads(t) -> bool:
+    """t = transpose(., 1, 2) of a 4-d tensor ([1, T, h, d] <-> [1, h, T, d])."""
+    return _is(t, aten.transpose.int) and _shape(t) is not None and len(_shape(t)) == 4 \
+        and sorted(d % 4 for d in t.args[1:3]) == [1, 2]
+
+
+def _rotated_heads(view):
+    """view [1, T, h, d] -> transpose(1, 2) -> rotary_embedding(., cos, sin), cos and sin [1, 1, T, d] ->
+    transpose(1, 2), each used once but the last: (the rotary node, the last transpose) or None."""
+    t = next(iter(view.users))
+    if not (_only_user(view) and _swaps_heads(t) and _only_user(t)):
+        return None
+    rot = next(iter(t.users))
+    if not (_is(rot, _ops().rotary_embedding.default) and rot.args[0] is t and _only_user(rot)):
+        return None
+    _, seq, _, d = _shape(view)
+    back = next(iter(rot.users))
+    if any(_shape(c) != (1, 1, seq, d) for c in rot.args[1:3]) or not _swaps_heads(back):
+        return None
+    return rot, back
+
+
+def _after_definition(g: fx.Graph, c: fx.Node) -> fx.Node:
+    """The node before which a new use of c may go anywhere later: after c (after the placeholders for one)."""
+    return next(m for m in g.nodes if m.op != "placeholder") if c.op == "placeholder" else c.next
+
+
+def decode_heads(g: fx.Graph) -> int:
+    done = 0
+    by_input: dict = {}
+    for n in g.nodes:
+        if _is(n, aten.linear.default) and _only_user(n) and _is(next(iter(n.users)), *_VIEWS):
+            by_input.setdefault(n.args[0], []).append(n)
+    rows: dict = {}  # cos or sin node -> its view [1, T, 1, d] (one for every layer)
+    order = {node: i for i, node in enumerate(g.nodes)}
+    for x, lins in by_input.items():
+        xs = _shape(x)
+        if len(lins) != 3 or xs is None or len(xs) != 3 or xs[0] != 1 or xs[1] > TILE:
+            continue  # (one sequence of at most 32 tokens: nlp_create_qkv_heads_decode's most users)
+        views = [next(iter(lin.users)) for lin in lins]
+        shapes = [_shape(v) for v in views]
+        if any(vs is None or len(vs) != 4 or vs[:2] != xs[:2] or _shape(lin) != (*xs[:2], vs[2] * vs[3])
+               for lin, vs in zip(lins, shapes)):
+            continue
+        rotated = [_rotated_heads(v) for v in views]
+        if sum(r is not None for r in rotated) != 2:
+            continue
+        # the query: the rotated branch with the most heads (grouped-query attention); the value: the one not rotated
+        parts = sorted(zip(lins, views, shapes, rotated), key=lambda p: (p[3] is None, -p[2][2]))
+        heads = [vs[2] for _, _, vs, _ in parts]
+        if len({vs[3] for vs in shapes}) != 1 or shapes[0][3] % TILE or heads[0] > TILE or heads[1] != heads[2] \
+                or heads[0] % heads[1]:
+            continue  # (head size a multiple of 32, at most 32 query heads: the decode head split's limits)
+        biases = [lin.args[2] if len(lin.args) > 2 else None for lin, *_ in parts]
+        weights = [lin.args[1] for lin, *_ in parts]
+        first = min(lins, key=order.__getitem__)
+        if len({b is None for b in biases}) != 1 or any(
+                isinstance(a, fx.Node) and order[a] > order[first] for a in (*weights, *biases)):
+            continue
+        with g.inserting_before(first):
+            fused = g.call_function(_ops().qkv_heads_decode.default, (x, weights, biases, heads[0], heads[1]))
+            outs = [g.call_function(operator.getitem, (fused, i)) for i in range(3)]
+        for out, (lin, view, vs, rot) in zip(outs, parts):
+            out.meta["val"] = view.meta["val"]
+            if rot is None:  # the value: [1, T, kv, d] as its view was
+                _replace(view, out, (lin,))
+                continue
+            rot, back = rot
+            cos_sin = []
+            for c in rot.args[1:3]:
+                if c not in rows:  # (of the tensor c is a view of, when contiguous: transformers' cos.unsqueeze(1))
+                    src = c.args[0] if _is(c, aten.unsqueeze.default, *_VIEWS) and _contiguous(c.args[0]) else c
+                    op = aten.view.default if _contiguous(src) else aten.reshape.default
+                    with g.inserting_before(_after_definition(g, src)):
+                        rows[c] = g.call_function(op, (src, [1, vs[1], 1, vs[3]]))
+                    rows[c].meta["val"] = c.meta["val"].reshape(1, vs[1], 1, vs[3])
+                cos_sin.append(rows[c])
+            with g.inserting_before(rot):
+                new = g.call_function(_ops().rotary_embedding.default, (out, *cos_sin))
+            _replace(back, new, (rot, rot.args[0], view, lin))
+        done += 1
+    for c in rows:
+        if not c.users and _pure(c):
+            g.erase_node(c)
+    return done
+
+
 @_rewrite
 def cache_update(n):
     """index_copy(cache, 2, arange(1) + position, x) of a cache [b, h, L, d], one new row x [b, h, 1, d] and a
@@ -952,7 +1047,7 @@ def split_qkv_heads(g: fx.Graph) -> int:
 PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
           noop_views, cat_slices, cat_empties, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, residual_bias,
-          rotary_embedding, cache_update, grouped_attention, attention_masks, paged_caches_in_place)
+          rotary_embedding, decode_heads, cache_update, grouped_attention, attention_masks, paged_caches_in_place)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
