@@ -514,6 +514,52 @@ def test_a_result_of_the_graph_is_not_merged_into_another_value():
     assert done["identities"] == 0 and done["duplicates"] == 0, done
 
 
+def _paged_step(read_old_after: bool):
+    """A traced decode step's cache write as features/serving/paged.py makes it: the functional update written
+    back with copy_ (a graph input mutated: aot_autograd keeps the copy_ in the graph), then a read of the cache;
+    read_old_after: the old cache's sum read after the update is computed (the pass must leave that alone)."""
+    ops = torch.ops.ttnn_eager
+
+    def step(cache, x, positions, table):
+        new = ops.paged_update_cache_functional(cache, x, positions, table)
+        old = cache.sum() if read_old_after else None
+        cache.copy_(new)
+        return (cache * 2,) if old is None else (cache * 2, old)
+    return step
+
+
+@pytest.mark.parametrize("read_old_after", [False, True])
+def test_paged_caches_in_place_writes_the_cache_it_was_given(read_old_after):
+    """copy_(cache, copy(cache, paged_update_cache_functional(cache, ...))) of a graph input -> the in-place
+    paged_update_cache(cache, ...): one rewrite, the same cache and results as the functional graph (on the CPU:
+    the ops' meanings); not where the old value is read after the update."""
+    from torch._functorch.aot_autograd import aot_function
+    g = torch.Generator().manual_seed(0)
+    cache = torch.randn(4, 2, 32, 32, generator=g)
+    x = torch.randn(1, 2, 2, 32, generator=g)
+    positions, table = torch.tensor([3, 40], dtype=torch.int32), torch.tensor([[0, -1], [2, 1]], dtype=torch.int32)
+    graphs = []
+
+    def keep(gm, _):
+        graphs.append(gm)
+        return gm
+    with torch.no_grad():
+        aot_function(_paged_step(read_old_after), fw_compiler=keep, keep_inference_input_mutations=True)(
+            cache.clone(), x, positions, table)
+    gm = graphs[0]
+    fused = copy.deepcopy(gm)
+    done = passes.run(fused)
+    assert done["paged_caches_in_place"] == (0 if read_old_after else 1), _targets(fused)
+    targets = _targets(fused)
+    assert ("ttnn_eager.paged_update_cache.default" in targets) == (not read_old_after), targets
+    a, b = cache.clone(), cache.clone()
+    with torch.no_grad():
+        want, got = gm(a, x, positions, table), fused(b, x, positions, table)
+    assert torch.equal(a, b) and not torch.equal(a, cache)  # written, and the same way
+    for u, v in zip(got, want):
+        assert torch.equal(u, v)
+
+
 def test_a_pattern_whose_intermediate_is_used_elsewhere_is_left_alone():
     args = [torch.randn(2, 32, 64), torch.randn(96, 64), torch.randn(96)]
     gm, fused = _aten_graph(lambda x, w, b: (lambda y: (F.gelu(y), y * 2))(F.linear(x, w, b)), *args)
