@@ -63,10 +63,12 @@ CASES = {
     # (a copy updated: the CPU meaning writes into its argument)
     "paged_update_cache": (lambda c, x, p, t: fused.paged_update_cache(c.clone(), x, p, t),
                            [(lambda c, v, x, q, p, t: (c, x, p, t))(*_paged())]),
+    "paged_update_cache_functional": (fused.paged_update_cache_functional,
+                                      [(lambda c, v, x, q, p, t: (c, x, p, t))(*_paged())]),
     "paged_attention_decode": (lambda q, k, v, p, t: fused.paged_attention_decode(q, k, v, p, t, 0.125),
                                [(lambda c, v, x, q, p, t: (q, c, v, p, t))(*_paged())]),
 }
-BIT_EXACT = ["view_dtype", "paged_update_cache"]
+BIT_EXACT = ["view_dtype", "paged_update_cache", "paged_update_cache_functional"]
 
 
 @pytest.mark.parametrize("name", BIT_EXACT)
