@@ -171,7 +171,8 @@ def test_a_graph_replay_writes_the_paged_cache_in_place_again(restore_config):
     it as that write (before, it refused it: a recording names values by tensor object, so a replay would not
     have repeated the write -- a stale cache, max error 4.95 after one replay). Each replay writes the new rows
     of its static inputs into the same cache tensor, in place: after three replays at three positions the cache
-    is the CPU's after the same three updates, exactly, and the cache kept its device buffer."""
+    is the CPU's after the same three updates, exactly, and the cache kept its device buffer. A clone of the
+    cache taken between replays (which shares its device tensor until either is written) is not written."""
     ttnn_eager.configure(float32_storage="bfloat16")
     cache, _, new, _, positions, table = _paged()
     dc, dn, dp, dt = (t.to(DEV) for t in (cache, new, positions, table))
@@ -191,6 +192,13 @@ def test_a_graph_replay_writes_the_paged_cache_in_place_again(restore_config):
         fused.paged_update_cache(want, rows, later, table)
     assert torch.equal(dc.cpu(), want)
     assert api.buffer_address(handle_of(dc)) == buffer
+    # a tensor that shares the cache's device tensor (a clone) keeps its value: the replay writes into a copy
+    kept = dc.clone()
+    dn.copy_(torch.randn(new.shape, generator=gen).to(new.dtype).to(DEV))
+    g.replay()
+    assert torch.equal(kept.cpu(), want) and not torch.equal(dc.cpu(), want)
+    # (on the mock a value is its shadow: that the write went elsewhere shows in the buffers)
+    assert api.buffer_address(handle_of(dc)) != api.buffer_address(handle_of(kept))
 
 
 def test_paged_attention_reads_only_the_positions_up_to_each_users_own():
