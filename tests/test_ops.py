@@ -220,3 +220,41 @@ def test_max_and_min_along_a_dimension_of_integers_on_the_device():
                     ref_values, ref_indices = fn(x, dim, keepdim)
                     assert values.dtype == torch.int64 and torch.equal(values.cpu(), ref_values)
                     assert torch.equal(indices.cpu(), ref_indices)
+
+
+@pytest.mark.parametrize("head", [16, 32])  # 16: decomposed (Unfit); 32: ttnn's sdpa
+def test_sdpa_drops_a_mask_known_to_mask_nothing(head):
+    """A bool mask uploaded with no False (a padding mask without padding) is dropped, as transformers' eager
+    mode drops it on the host: the TT-NN ops of no mask, in the lowering and in the decomposition
+    (Unfit.replaced); the result is the CPU's with the mask. One False and the mask is applied."""
+    q, k, v = bf(2, 4, 16, head, seed=1), bf(2, 4, 16, head, seed=2), bf(2, 4, 16, head, seed=3)
+    ones = torch.ones(2, 1, 1, 16, dtype=torch.bool)
+    some = ones.clone()
+    some[1, ..., 5] = False
+    ops = {}
+    for name, mask in (("none", None), ("ones", ones), ("some", some)):
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            got = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV),
+                                                 attn_mask=None if mask is None else mask.to(DEV)).cpu()
+        assert pcc(got.float(), want) > 0.999 and float((got.float() - want).abs().max()) < 0.05, name
+        ops[name] = rec.ttnn
+    assert ops["ones"] == ops["none"] and sum(ops["some"].values()) > sum(ops["none"].values()), ops
+
+
+def test_a_replay_of_a_dropped_mask_refuses_one_that_masks():
+    """The drop is a host decision: a captured graph replayed with a mask that now masks a key refuses to
+    re-decide (as for aten.all of a mask), instead of silently leaving the mask out."""
+    q, k, v = (bf(1, 2, 16, 32, seed=s).to(DEV) for s in (1, 2, 3))
+    mask = torch.ones(1, 1, 1, 16, dtype=torch.bool).to(DEV)
+    F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (a warm-up)
+    g = torch.ttnn.TTNNGraph()
+    with torch.ttnn.graph(g):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    g.replay()
+    masked = torch.ones(1, 1, 1, 16, dtype=torch.bool)
+    masked[..., 3] = False
+    mask.copy_(masked.to(DEV))
+    with pytest.raises(RuntimeError, match="scaled_dot_product_attention's mask"):
+        g.replay()
+    assert out.shape == (1, 2, 16, 32)

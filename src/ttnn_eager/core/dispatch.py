@@ -535,6 +535,11 @@ def _invoke(entry, func, args, kwargs, hargs, hkwargs):
         result = entry.fn(*hargs, **hkwargs)
     except (Unfit, api.CoreMemoryError) as unfit:
         if _is_cia(func):
+            for name, (pos, value) in getattr(unfit, "replaced", {}).items():
+                if name in kwargs:
+                    kwargs = {**kwargs, name: value}
+                elif pos < len(args):
+                    args = (*args[:pos], value, *args[pos + 1:])
             return func.decompose(*args, **kwargs)
         decomposition = decompositions.of_refused(func)
         if decomposition is not None:  # (3-D convolutions as 2-D ones: core/convolution.py)

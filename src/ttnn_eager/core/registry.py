@@ -94,7 +94,13 @@ def output_aliases(func) -> tuple:
 class Unfit(Exception):
     """Raised by a lowering when this call's arguments do not fit the TT-NN op (e.g. a head size that is
     not a multiple of 32 for fused attention). The dispatcher then decomposes the op into smaller aten
-    ops (CompositeImplicitAutograd ops) or runs it on the CPU fallback, as for an op with no lowering."""
+    ops (CompositeImplicitAutograd ops) or runs it on the CPU fallback, as for an op with no lowering.
+    `replaced`: {argument name: (position, value)} the lowering found equivalent for this call (sdpa's mask
+    known on the host to mask nothing: None), which the decomposition then takes instead."""
+
+    def __init__(self, reason: str = "", replaced: dict | None = None):
+        super().__init__(reason)
+        self.replaced = replaced or {}
 
 
 def lowering(*ops, ttnn=(), needs: object = ANY, notes: str = "", mixed_devices: bool = False,

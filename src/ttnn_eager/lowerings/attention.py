@@ -5,7 +5,9 @@ ttnn.transformer.scaled_dot_product_attention (FlashAttention-2) where it fits:
     the same number of query and key/value heads (or, with enable_gqa, key/value heads dividing the query's:
     TT-NN's kernel groups them as PyTorch does, query head i reading key/value head i // group), and a mask (bool or additive) that broadcasts to
     [batch, 1 or heads, seq_q, seq_k] -- it is expanded to that shape and a bool mask becomes additive
-    (0 where attended, -inf where not).
+    (0 where attended, -inf where not). A bool mask known on the host to be true everywhere (an uploaded padding
+    mask with no padding) is dropped, here and in the decomposition (Unfit.replaced), as transformers' eager
+    mode drops it on the host.
 
 Anything else raises Unfit, and the dispatcher decomposes the op into matmul/softmax ops (all lowered).
 """
@@ -15,6 +17,7 @@ import math
 
 import torch
 
+from ..core import capture
 from ..core import layout as policy
 from ..core.layout import TILE
 from ..core.registry import Unfit, lowering
@@ -48,6 +51,27 @@ _SDPA_DTYPES = (api.BFLOAT16, api.BFLOAT8_B)
           needs=TILE, notes="where it fits (4-D, head_dim % 32 == 0, no dropout; grouped key/value heads with "
                             "enable_gqa); else decomposed")
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    replaced = None
+    if attn_mask is not None and not isinstance(attn_mask, (int, float)) and _masks_nothing(attn_mask):
+        attn_mask, replaced = None, {"attn_mask": (3, None)}  # (the decomposition's too, if this call is Unfit)
+    try:
+        return _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    except Unfit as unfit:
+        raise Unfit(str(unfit), replaced) from None
+
+
+def _masks_nothing(mask) -> bool:
+    """A bool mask known on the host to be true everywhere (an uploaded padding mask with no padding: its
+    values' bounds), as transformers' eager mode finds it on the host and passes no mask; a decision a graph
+    capture records and checks at each replay (core/capture.py)."""
+    if mask.dtype != torch.bool or mask.bounds is None or not mask.shape.numel() or mask.bounds[0] <= 0:
+        return False
+    capture.host_decision(mask, "all_any", "aten.scaled_dot_product_attention's mask (true everywhere, from "
+                                           "values known on the host: no mask)")
+    return True
+
+
+def _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
         raise Unfit("not 4-D")
     b, h, sq, d = q.shape
