@@ -109,6 +109,21 @@ def _rows(allocator, index: torch.Tensor) -> torch.Tensor:
     return (heads.unsqueeze(1) + first.unsqueeze(0)).reshape(-1)
 
 
+@torch.compiler.disable  # (a graph break under Dynamo, as before the decode branch was traced: written in the
+# graph, a row write into a view of the whole cache would be functionalized into a copy of the cache a layer)
+def _index_update(allocator, k_cache, v_cache, key_states, value_states, read_index, write_index):
+    """The index path: [1, kv heads, tokens, d] written at the rows of the write index, read at the read index's."""
+    d = allocator.head_dim
+    written = _once(("write", allocator.index), write_index, lambda: _rows(allocator, write_index))
+    for cache, new in ((k_cache, key_states), (v_cache, value_states)):
+        cache.view(-1, d).index_copy_(0, written, new.reshape(-1, d))
+    if read_index.numel() == 0:
+        return key_states, value_states
+    read = _once(("read", allocator.index), read_index, lambda: _rows(allocator, read_index))
+    kv = allocator.num_key_value_heads
+    return tuple(c.view(-1, d).index_select(0, read).view(1, kv, -1, d) for c in (k_cache, v_cache))
+
+
 def _patched_update(original):
     def update(self, key_states, value_states, layer_idx, kwargs):
         allocator = self.layer_to_allocator[layer_idx]
@@ -122,18 +137,8 @@ def _patched_update(original):
             kwargs["block_table"] = _once(("table", allocator.index), block_table, lambda: block_table[allocator.index])
             kwargs["k_cache"], kwargs["v_cache"] = k_cache, v_cache
             return key_states, value_states
-        # the index path: [1, kv heads, tokens, d] written at the rows of the write index, read at the read index's
-        read_index = kwargs["read_index"][allocator.index]
-        write_index = kwargs["write_index"][allocator.index]
-        d = allocator.head_dim
-        written = _once(("write", allocator.index), write_index, lambda: _rows(allocator, write_index))
-        for cache, new in ((k_cache, key_states), (v_cache, value_states)):
-            cache.view(-1, d).index_copy_(0, written, new.reshape(-1, d))
-        if read_index.numel() == 0:
-            return key_states, value_states
-        read = _once(("read", allocator.index), read_index, lambda: _rows(allocator, read_index))
-        kv = allocator.num_key_value_heads
-        return tuple(c.view(-1, d).index_select(0, read).view(1, kv, -1, d) for c in (k_cache, v_cache))
+        return _index_update(allocator, k_cache, v_cache, key_states, value_states,
+                             kwargs["read_index"][allocator.index], kwargs["write_index"][allocator.index])
     update.__wrapped__ = original
     # traced by Dynamo (this package's files are skipped: features/compile), so that a compiled decode step's
     # layer stays one graph through the cache update (its decode branch only sets the paged ops' arguments)
