@@ -838,6 +838,18 @@ def test_pools_of_many_small_images_run_in_batch_chunks():
     assert (avg - F.avg_pool2d(x, 3, 1, padding=1)).abs().max() <= 0.02
 
 
+def test_a_pool_that_ttnn_writes_unflattened_keeps_its_values():
+    """TT-NN's max pool writes [N, OH, OW, C] rather than its flat [1, 1, N*OH*OW, C] when it slices the input
+    through DRAM (1024 8x8 images of 128 channels, as a chunk of SAM2 Hiera's query pooling: an AssertionError
+    in the channels-last record before); 512 come flat. Strict mode, the CPU's values, both sizes."""
+    for n in (512, 1024):
+        x = torch.randn(n, 128, 8, 8).to(torch.bfloat16).float()
+        with torch.no_grad(), ttnn_eager.strict():
+            y = F.max_pool2d(x.to(DEV), 2, 2)
+            z = (y * 2).cpu()  # (an op after it: the channels-last record read)
+        assert torch.equal(y.cpu(), F.max_pool2d(x, 2, 2)) and torch.equal(z, F.max_pool2d(x, 2, 2) * 2)
+
+
 # ------------------------------------------------------------------------------------------------ embedding bags
 def test_embedding_bag_sums_and_means_on_the_device():
     """aten._embedding_bag (and _forward_only, F.embedding_bag without grad) as a lookup and a per-bag sum
