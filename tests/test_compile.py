@@ -886,6 +886,28 @@ def test_an_interpolate_in_a_graph_is_the_one_upsample_lowering_of_eager_mode(mo
     assert DispatchKey.Autograd in getattr(torch.ops.aten, op).default.py_kernels  # (put back)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_an_interpolate_to_a_dynamic_size_compiles(mode):
+    """oneformer interpolates its masks to a feature map's size, which Dynamo made dynamic at a recompile: with
+    PyTorch's Python kernel of the .vec overload set aside, its C++ kernel raised ("SymIntArrayRef expected to
+    contain only concrete integers", BackendCompilerFailed). The backend's own .vec kernel computes the size on
+    symbolic sizes: the CPU's values at the first size and at the second (the recompile with dynamic sizes)."""
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+
+    def f(x, y):
+        return F.interpolate(x, size=y.shape[-2:], mode=mode, **kw) * 2
+    g = torch.compile(f, backend="ttnn", fullgraph=True)
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    for h, w in ((6, 8), (10, 12)):
+        y = torch.zeros(1, 1, h, w)
+        with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            got = g(x.to(DEV), y.to(DEV)).cpu()
+        want = f(x, y)
+        assert got.shape == want.shape and not rec.fallbacks
+        assert pcc(got, want) >= 0.999
+        assert float((got - want).abs().max()) <= 0.02 * float(want.abs().max())
+
+
 @pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
 def test_an_interpolate_in_a_graph_gathers_on_the_device(mode):
     """PyTorch's traced decompositions of interpolate gather with aten._unsafe_index (index without the bounds
