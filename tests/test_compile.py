@@ -112,6 +112,41 @@ def test_a_weight_written_after_capture_is_seen():
         assert pcc(got.cpu(), ref(ids).last_hidden_state) >= 0.999
 
 
+# (the cause is in features/compile/replay.py, which this branch leaves to its owner: the fix, a capture per
+# module's parameters, is on branch zoofix-replay, which drops this mark)
+@pytest.mark.xfail(strict=True, reason="replay.py: a graph shared by modules replays the captured module's "
+                   "prepared conv weights (branch zoofix-replay)")
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "eager_first"])
+def test_one_graph_of_two_modules_replays_each_modules_weights(warm):
+    """Dynamo compiles one graph for modules of the same shapes (their parameters are the graph's inputs: Mimi's
+    and pocket_tts_audio_tokenizer's 1x1 shortcut convolutions after a graph break), so one compiled graph is
+    called with one module's weights, then another's. The replay copied the other module's weights into the
+    static inputs captured from the first, but conv2d reads the form prepared from them at capture: the second
+    module's output was the first module's convolution (Pearson 0.02; pocket_tts_audio_tokenizer 0.639 compiled
+    against 0.99985 eagerly), or, the modules not run eagerly before, the replay refused the static bias as
+    unwritten. Each module's output against its own on the CPU, every call, and the graphs replayed."""
+    torch.manual_seed(0)
+    convs = [torch.nn.Conv1d(8, 16, 1), torch.nn.Conv1d(8, 16, 1)]
+    x = torch.randn(2, 8, 40)
+    want = [c(x).detach() for c in convs]
+    dev = [copy.deepcopy(c).to(DEV) for c in convs]
+
+    def f(conv, t):
+        return conv(t)
+    g = torch.compile(f, backend="ttnn")
+    ttnn_eager.reset_stats()
+    with torch.no_grad():
+        if warm:
+            for c in dev:
+                c(x.to(DEV))
+        for _ in range(3):
+            for c, w in zip(dev, want):
+                got = g(c, x.to(DEV)).cpu()
+                assert pcc(got, w) >= 0.999
+                assert float((got - w).abs().max()) <= 0.02 * float(w.abs().max())
+    assert ttnn_eager.stats()["graph_replays"] == 2
+
+
 def test_a_graph_break_runs_eagerly_in_between():
     w = torch.randn(64, 64)
 
