@@ -112,10 +112,6 @@ def test_a_weight_written_after_capture_is_seen():
         assert pcc(got.cpu(), ref(ids).last_hidden_state) >= 0.999
 
 
-# (the cause is in features/compile/replay.py, which this branch leaves to its owner: the fix, a capture per
-# module's parameters, is on branch zoofix-replay, which drops this mark)
-@pytest.mark.xfail(strict=True, reason="replay.py: a graph shared by modules replays the captured module's "
-                   "prepared conv weights (branch zoofix-replay)")
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "eager_first"])
 def test_one_graph_of_two_modules_replays_each_modules_weights(warm):
     """Dynamo compiles one graph for modules of the same shapes (their parameters are the graph's inputs: Mimi's
