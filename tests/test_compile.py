@@ -112,6 +112,64 @@ def test_a_weight_written_after_capture_is_seen():
         assert pcc(got.cpu(), ref(ids).last_hidden_state) >= 0.999
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "eager_first"])
+def test_one_graph_of_two_modules_replays_each_modules_weights(warm):
+    """Dynamo compiles one graph for modules of the same shapes (their parameters are the graph's inputs: Mimi's
+    and pocket_tts_audio_tokenizer's 1x1 shortcut convolutions after a graph break), so one compiled graph is
+    called with one module's weights, then another's. The replay copied the other module's weights into the
+    static inputs captured from the first, but conv2d reads the form prepared from them at capture: the second
+    module's output was the first module's convolution (Pearson 0.02; pocket_tts_audio_tokenizer 0.639 compiled
+    against 0.99985 eagerly), or, the modules not run eagerly before, the replay refused the static bias as
+    unwritten. Each module's output against its own on the CPU, every call, and the graphs replayed."""
+    torch.manual_seed(0)
+    convs = [torch.nn.Conv1d(8, 16, 1), torch.nn.Conv1d(8, 16, 1)]
+    x = torch.randn(2, 8, 40)
+    want = [c(x).detach() for c in convs]
+    dev = [copy.deepcopy(c).to(DEV) for c in convs]
+
+    def f(conv, t):
+        return conv(t)
+    g = torch.compile(f, backend="ttnn")
+    ttnn_eager.reset_stats()
+    with torch.no_grad():
+        if warm:
+            for c in dev:
+                c(x.to(DEV))
+        for _ in range(3):
+            for c, w in zip(dev, want):
+                got = g(c, x.to(DEV)).cpu()
+                assert pcc(got, w) >= 0.999
+                assert float((got - w).abs().max()) <= 0.02 * float(w.abs().max())
+    assert ttnn_eager.stats()["graph_replays"] == 2
+
+
+def test_a_moving_input_converted_in_place_before_its_capture_is_replayed():
+    """A layout change is in place, so an eager reader can convert a graph's input before the graph reads it at
+    one call and not at another: oneformer's mask features, unsqueezed ROW_MAJOR by another graph's warm-up just
+    before this graph's capture, arrived TILE at the next call, and the replay refused the refill ("static input
+    ... changed since capture"). The refill is put back in the layout the capture read: the CPU's values at every
+    call, and the calls after the capture replayed."""
+    from ttnn_eager.core import tensor as ttensor
+
+    def g(t):
+        return (t * 3).sum(-1)
+    c = torch.compile(g, backend="ttnn")
+    ttnn_eager.reset_stats()
+    layouts = []
+    with torch.no_grad():
+        for i in range(4):
+            x = torch.randn(2, 64, 56, 56, generator=torch.Generator().manual_seed(i))
+            y = x.to(DEV) * 2
+            if i == 1:
+                y.unsqueeze(-1)  # (an eager reader: converts y ROW_MAJOR in place)
+            layouts.append(str(ttensor.maybe_handle(y).tt.layout))
+            got, want = c(y).cpu(), g(x * 2)
+            assert pcc(got, want) >= 0.999
+            assert float((got - want).abs().max()) <= 0.02 * float(want.abs().max())
+    assert layouts[1] != layouts[2], layouts  # (what the test is about: the capture read another layout)
+    assert ttnn_eager.stats()["graph_replays"] == 2
+
+
 def test_a_graph_break_runs_eagerly_in_between():
     w = torch.randn(64, 64)
 
@@ -884,6 +942,28 @@ def test_an_interpolate_in_a_graph_is_the_one_upsample_lowering_of_eager_mode(mo
         torch.compile(f, backend="ttnn", fullgraph=True)(x.to(DEV))
     assert first.aten[f"aten.{op}.default"] == 1 and not first.aten["aten.index.Tensor"], dict(first.aten)
     assert DispatchKey.Autograd in getattr(torch.ops.aten, op).default.py_kernels  # (put back)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_an_interpolate_to_a_dynamic_size_compiles(mode):
+    """oneformer interpolates its masks to a feature map's size, which Dynamo made dynamic at a recompile: with
+    PyTorch's Python kernel of the .vec overload set aside, its C++ kernel raised ("SymIntArrayRef expected to
+    contain only concrete integers", BackendCompilerFailed). The backend's own .vec kernel computes the size on
+    symbolic sizes: the CPU's values at the first size and at the second (the recompile with dynamic sizes)."""
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+
+    def f(x, y):
+        return F.interpolate(x, size=y.shape[-2:], mode=mode, **kw) * 2
+    g = torch.compile(f, backend="ttnn", fullgraph=True)
+    x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    for h, w in ((6, 8), (10, 12)):
+        y = torch.zeros(1, 1, h, w)
+        with torch.no_grad(), ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            got = g(x.to(DEV), y.to(DEV)).cpu()
+        want = f(x, y)
+        assert got.shape == want.shape and not rec.fallbacks
+        assert pcc(got, want) >= 0.999
+        assert float((got - want).abs().max()) <= 0.02 * float(want.abs().max())
 
 
 @pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])

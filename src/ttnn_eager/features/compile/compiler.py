@@ -60,6 +60,9 @@ def backend(gm, example_inputs, mode=None, options=None, **kwargs):
 # backend traces, those Python kernels are set aside (the way torch.export keeps the composite ops it is asked
 # to preserve, exported_program._override_composite_implicit_decomp) and the C++ ones run: the graph holds
 # the .default op, and a backward graph its C++ derivative (upsample_*_backward), as eager mode's autograd.
+# The C++ kernel of a .vec overload takes its sizes as concrete integers ("SymIntArrayRef expected to contain only
+# concrete integers": oneformer's interpolate to a mask's size once Dynamo made that size dynamic): a .vec op's
+# Python kernels are replaced, not removed, by `_vec_as_default`, the C++ kernel's computation on symbolic sizes.
 # (The trace runs under Dynamo's compile lock; the kernels are put back and the dispatch caches cleared after.)
 def _keep_whole_ops() -> tuple:
     aten = torch.ops.aten
@@ -80,13 +83,31 @@ def kept_whole():
     try:
         for op, kernels in saved.items():
             for k in kernels:
-                del op.py_kernels[k]
+                if op._overloadname == "vec":
+                    op.py_kernels[k] = _vec_as_default(op)
+                else:
+                    del op.py_kernels[k]
             op._dispatch_cache.clear()
         yield
     finally:
         for op, kernels in saved.items():
             op.py_kernels.update(kernels)
             op._dispatch_cache.clear()
+
+
+def _vec_as_default(op):
+    """What the C++ kernel of the upsample .vec overload `op` does, on sizes that may be symbolic: the output
+    size from output_size or scale_factors, then the .default overload (the scales per axis as its arguments)."""
+    from torch._decomp.decompositions import upsample_compute_output_size
+    default = op.overloadpacket.default
+    names = [a.name for a in op._schema.arguments]  # input, output_size, [align_corners,] scale_factors
+
+    def kernel(*args, **kwargs):
+        a = {**dict(zip(names, args)), **kwargs}
+        size = upsample_compute_output_size(a["input"].size(), a["output_size"], a["scale_factors"])
+        align_corners = [a["align_corners"]] if "align_corners" in names else []
+        return default(a["input"], size, *align_corners, *(a["scale_factors"] or [None] * len(size)))
+    return kernel
 
 
 def _compiler(kind: str, opts: dict):

@@ -31,14 +31,23 @@ import weakref
 import torch
 
 from ... import counters
+from ...core import layout
 from ...core import tensor as ttensor
 from .. import graphs
 
 
+# A parameter is part of the signature by identity: Dynamo compiles one graph for modules of the same shapes (the
+# parameters are the graph's inputs), and a capture made with one module's weights cannot replay another's by
+# copying them into its static inputs -- the captured ops read forms prepared from the weights at capture (conv2d's
+# prepared weight and bias, a fused QKV weight), which no replay remakes (pocket_tts_audio_tokenizer's 1x1
+# shortcut convolutions: 0.639 compiled, 0.99985 eagerly). Each module's parameters get their own warm-up, capture
+# and replay; the capture holds them, so an id is not reused while its state lives.
 def _signature(args) -> tuple:
     sig = []
     for a in args:
-        if isinstance(a, torch.Tensor):
+        if isinstance(a, torch.nn.Parameter):  # (_signature's note)
+            sig.append((tuple(a.shape), a.dtype, a.device, id(a)))
+        elif isinstance(a, torch.Tensor):
             sig.append((tuple(a.shape), a.dtype, a.device))
         else:
             sig.append(a if isinstance(a, (int, float, bool, type(None))) else type(a))
@@ -64,9 +73,9 @@ def _version(a):
 
 
 class _Captured:
-    __slots__ = ("graph", "static", "outs", "moving", "versions", "nargs", "kinds", "values", "handles")
+    __slots__ = ("graph", "static", "outs", "moving", "versions", "nargs", "kinds", "values", "handles", "layouts")
 
-    def __init__(self, graph, static, outs, moving, versions, sig):
+    def __init__(self, graph, static, outs, moving, versions, sig, layouts):
         self.graph, self.static, self.outs, self.moving = graph, static, outs, moving
         self.versions = versions  # (position, _version) of the arguments read in place (None: written by the graph)
         # what the last-used capture checks of a call instead of its whole signature: the moving arguments'
@@ -75,6 +84,7 @@ class _Captured:
         self.kinds = [(i, *sig[i]) for i in moving]
         self.values = [(i, v) for i, (a, v) in enumerate(zip(static, sig)) if not isinstance(a, torch.Tensor)]
         self.handles = [ttensor.maybe_handle(static[i]) for i in moving]  # the static tensors' handles
+        self.layouts = layouts  # the layout each moving argument was captured in (None: not a device tensor)
 
 
 class _Eager:
@@ -144,6 +154,7 @@ class Replayed:
         with torch.no_grad():
             for i in moving:
                 static[i] = args[i].detach().clone()
+        layouts = [_layout(static[i]) for i in moving]
         g = graphs.TTNNGraph()
         try:
             with graphs.graph(g):
@@ -155,7 +166,7 @@ class Replayed:
             return self.states[sig], None
         versions = [(i, _version(a) if i not in self.mutated else None) for i, a in enumerate(args)
                     if isinstance(a, torch.Tensor) and i not in moving]
-        state = self.states[sig] = _Captured(g, static, out, moving, versions, sig)
+        state = self.states[sig] = _Captured(g, static, out, moving, versions, sig, layouts)
         return state, self._fresh(out)
 
     @staticmethod
@@ -199,10 +210,14 @@ class Replayed:
                 # weights) would be stale, so capture it anew
                 return self._recapture(state, args)
         with torch.no_grad():
-            for i, dst in zip(state.moving, state.handles):
+            for i, dst, captured in zip(state.moving, state.handles, state.layouts):
                 a = args[i]
-                if a is not static[i] and not _share(dst, a):
+                if a is static[i]:
+                    continue
+                if not _share(dst, a):
                     static[i].copy_(a)
+                if captured is not None and dst.tt is not None and dst.tt.layout != captured:
+                    layout.relayout(dst, captured)  # (see _layout)
         state.graph.replay()
         counters.counts["graph_replays"] += 1
         self.last = state
@@ -226,6 +241,16 @@ class Replayed:
         if isinstance(outs, (list, tuple)):
             return type(outs)(one(o) for o in outs)
         return one(outs)
+
+
+def _layout(t):
+    """The layout of t's device tensor (None: not a device tensor, or unwritten). A moving argument is refilled in
+    the layout it was captured in: a layout change is in place (core/layout.py), so an eager reader can convert a
+    tensor before a graph reads it at one call and not at another (oneformer's mask features, unsqueezed by
+    another graph's warm-up ROW_MAJOR before this graph's capture, TILE at the next call: the replay refused the
+    refill as a static input that changed)."""
+    h = ttensor.maybe_handle(t) if isinstance(t, torch.Tensor) else None
+    return None if h is None or h.tt is None else h.tt.layout
 
 
 def _share(dst, a) -> bool:

@@ -220,6 +220,13 @@ NOTES = {
 
 # What a compiled result means where docs/zoo.md's compiled table alone would mislead (each measured)
 COMPILED_NOTES = {
+    "nemotron3_5_transcribe_audio": "the compiled error is PyTorch's and the model's, not the backend's: with "
+    "ttnn_eager not loaded (TORCH_DEVICE_BACKEND_AUTOLOAD=0), torch.compile(backend=\"eager\") and "
+    "backend=\"aot_eager\" of the same shrunk model and inputs on the CPU raise the same TorchRuntimeError while "
+    "Dynamo traces: scaled_dot_product_attention of query and key of 4 heads and a value of 8. The model's v_proj "
+    "has num_attention_heads heads (4), its k_proj num_key_value_heads (2). Eagerly no mask reaches sdpa, "
+    "so transformers' sdpa_attention_forward calls it with enable_gqa=True (k 2 heads, v 4); traced, a (2, 1, 16, "
+    "16) bool mask does, so it repeats k and v by num_key_value_groups instead (k 4, v 8).",
     "siglip": "its lowest output is the 2x2 `logits_per_text` (cosines of unit embeddings: logit_scale 1, bias "
     "0; the CPU's four values 0.00004 to 0.038, spread 0.018), whose Pearson over 4 values turns on where errors "
     "of 0.003 fall: compiled 0.99397 with max error 0.0031, eager 0.99922 with 0.0036. The compiled embeddings "
