@@ -586,6 +586,7 @@ def _fused_edges(x):
         cache, row = x[:, None], x[:1, :1].reshape(1, 1, 1, k)
         zero = torch.zeros(1, dtype=torch.int32, device=x.device)
         out += [ops.paged_update_cache(cache.clone(), row, zero, zero.reshape(1, 1)),
+                ops.paged_update_cache_functional(cache, row, zero, zero.reshape(1, 1)),
                 ops.paged_attention_decode(row, cache, cache, zero, zero.reshape(1, 1), 1.0)]
     if x.dim() == 3:  # as a static cache [a, 1, b, d] and one new row a sequence at its last position
         last = torch.tensor(max(x.shape[1] - 1, 0), device=x.device)
@@ -594,6 +595,8 @@ def _fused_edges(x):
         wq = torch.eye(k, device=x.device)
         out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))
         out += list(ops.split_qkv_heads(torch.cat([x, x * 2, x * 3], -1), 1))
+        if x.shape[0] == 1:  # one sequence, a token a user: heads in the paged ops' layout
+            out += list(ops.qkv_heads_decode(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))
     return tuple(out)
 
 

@@ -138,7 +138,8 @@ def test_view_dtype_errors_and_the_counted_route():
 
 
 # ----------------------------------------------------------------------------------------------- paged ops
-@covers(fused.paged_update_cache.default, fused.paged_attention_decode.default)
+@covers(fused.paged_update_cache.default, fused.paged_attention_decode.default,
+        fused.paged_update_cache_functional.default)
 @FUZZ
 @given(users=st.sampled_from([1, 3, 8]), kv=st.sampled_from([1, 2]), group=st.sampled_from([1, 2, 4]),
        block=st.sampled_from([32, 64, 16]), d=st.sampled_from([32, 64]), seed=st.integers(0, 99))
@@ -155,6 +156,9 @@ def test_paged_ops_on_the_device_match_their_cpu_meaning(users, kv, group, block
         with ttnn_eager.strict(), pytest.raises(ttnn_eager.FallbackError, match="paged_update_cache"):
             fused.paged_update_cache(dev[0], dev[2], dev[4], dev[5])
         return
+    with ttnn_eager.strict():  # the functional form: the same bits, into a new cache, the argument unchanged
+        functional = fused.paged_update_cache_functional(dev[0], dev[2], dev[4], dev[5]).cpu()
+    assert torch.equal(functional, want_cache) and torch.equal(dev[0].cpu(), cache)
     with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
         out_cache = fused.paged_update_cache(dev[0], dev[2], dev[4], dev[5])
         got = fused.paged_attention_decode(dev[3], dev[0], dev[1], dev[4], dev[5], d ** -0.5)

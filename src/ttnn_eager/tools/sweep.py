@@ -181,6 +181,11 @@ UNREACHED = {
         {}),
     _fused.ops.paged_update_cache.default: lambda d: (
         lambda c, p, t, hd: ((c, _randn(1, 4, 2, hd), p, t), {}))(*_paged(d)),
+    _fused.ops.paged_update_cache_functional.default: lambda d: (
+        lambda c, p, t, hd: ((c, _randn(1, 4, 2, hd), p, t), {}))(*_paged(d)),
+    _fused.ops.qkv_heads_decode.default: lambda d: (  # a continuous-batching decode step: 8 users' tokens
+        (_randn(1, 8, d.hidden), [_randn(d.hidden, d.hidden) for _ in range(3)], [_randn(d.hidden) for _ in range(3)],
+         d.heads, d.heads), {}),
     _fused.ops.paged_attention_decode.default: lambda d: (
         lambda c, p, t, hd: ((_randn(1, 4, 4, hd), c, c * 0.5, p, t, hd ** -0.5), {}))(*_paged(d)),
     _fused.ops.cache_update.default: lambda d: (  # a static cache's decode-step row at a 0-d position
