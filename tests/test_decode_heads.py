@@ -184,14 +184,30 @@ def _step(users=8, batch=1, d=64, **kw):
                    sin.expand(batch, -1, -1).contiguous())
 
 
-def _compiled(model, monkeypatch, **kwargs):
-    """model on the device compiled with backend "ttnn", and the rewrites of the fusion passes on its graphs (a
-    list: one dict a graph compiled)."""
+def _compiled(fn, monkeypatch):
+    """fn compiled with backend "ttnn", and the rewrites of the fusion passes on its graphs (a list: one dict a
+    graph compiled)."""
     done, run = [], passes.run
     monkeypatch.setattr(passes, "run", lambda gm, example_inputs=None: done.append(run(gm, example_inputs)) or done[-1])
     torch._dynamo.reset()
+    return torch.compile(fn, backend="ttnn", fullgraph=True), done
+
+
+def _compiled_model(model, monkeypatch, **kwargs):
     dev = model.to(DEV)
-    return torch.compile(lambda *a: dev(*a, **kwargs), backend="ttnn", fullgraph=True), done
+    return _compiled(lambda *a: dev(*a, **kwargs), monkeypatch)
+
+
+def _replayed(compiled, args):
+    """compiled called three times in strict mode -- eagerly through the lowerings, captured, replayed --: the
+    last call's result and TT-NN ops, that call asserted to be one replay."""
+    with torch.no_grad(), ttnn_eager.strict():
+        for _ in range(3):
+            counters.ttnn_by_op.clear()
+            replays = ttnn_eager.stats()["graph_replays"]
+            got = compiled(*args)
+    assert ttnn_eager.stats()["graph_replays"] == replays + 1
+    return got, collections.Counter(counters.ttnn_by_op)
 
 
 @pytest.mark.parametrize("numerics", ["default", "float32"])
@@ -205,16 +221,9 @@ def test_a_compiled_decode_step_puts_the_heads_in_the_decode_layout(numerics, re
     model, args = _step(layers=2)
     with torch.no_grad():
         want = model(*args)
-    step, done = _compiled(model, monkeypatch)
-    dargs = [a.to(DEV) for a in args]
-    with torch.no_grad(), ttnn_eager.strict():
-        for _ in range(3):  # eager through the lowerings, captured, replayed
-            counters.ttnn_by_op.clear()
-            replays = ttnn_eager.stats()["graph_replays"]
-            got = step(*dargs)
-    assert ttnn_eager.stats()["graph_replays"] == replays + 1
+    step, done = _compiled_model(model, monkeypatch)
+    got, ops = _replayed(step, [a.to(DEV) for a in args])
     assert len(done) == 1 and done[0]["decode_heads"] == 2 and done[0]["rotary_embedding"] == 4, done
-    ops = collections.Counter(counters.ttnn_by_op)
     assert ops["experimental.nlp_create_qkv_heads_decode"] == 2 and ops["experimental.rotary_embedding_hf"] == 4, ops
     assert not {"permute", "transpose", "transformer.split_query_key_value_and_split_heads"} & set(ops), ops
     # cos and sin: one view [1, T, 1, d] and one sharded form each for both layers; the sum's, scale's and
@@ -236,7 +245,7 @@ def test_the_decode_heads_pass_leaves_other_steps_alone(what, users, batch, kwar
     model, args = _step(users=users, batch=batch)
     with torch.no_grad():
         want = model(*args, **kwargs)
-        step, done = _compiled(model, monkeypatch, **kwargs)
+        step, done = _compiled_model(model, monkeypatch, **kwargs)
         got = step(*[a.to(DEV) for a in args])
     assert len(done) == 1 and done[0]["decode_heads"] == 0 and done[0]["rotary_embedding"] == 2, done
     for g, w in zip(got, want):
@@ -297,20 +306,10 @@ def test_a_compiled_decode_step_gives_the_paged_attention_its_sharded_query(monk
 
     with torch.no_grad():
         want = step(x, cos, sin, cache.float(), vcache.float(), positions, table)
-    done, run = [], passes.run
-    monkeypatch.setattr(passes, "run", lambda gm, example_inputs=None: done.append(run(gm, example_inputs)) or done[-1])
-    torch._dynamo.reset()
     model.to(DEV)
-    compiled = torch.compile(step, backend="ttnn", fullgraph=True)
-    dev = [t.to(DEV) for t in (x, cos, sin, cache, vcache, positions, table)]
-    with torch.no_grad(), ttnn_eager.strict():
-        for _ in range(3):  # eager through the lowerings, captured, replayed
-            counters.ttnn_by_op.clear()
-            replays = ttnn_eager.stats()["graph_replays"]
-            got = compiled(*dev)
-    assert ttnn_eager.stats()["graph_replays"] == replays + 1
+    compiled, done = _compiled(step, monkeypatch)
+    got, ops = _replayed(compiled, [t.to(DEV) for t in (x, cos, sin, cache, vcache, positions, table)])
     assert len(done) == 1 and done[0]["decode_heads"] == 1, done
-    ops = collections.Counter(counters.ttnn_by_op)
     assert ops["transformer.paged_scaled_dot_product_attention_decode"] == 1, ops
     assert ops["to_memory_config"] == 4 and not {"permute", "transpose"} & set(ops), ops
     print(dict(ops), [_close(g, w, i) for i, (g, w) in enumerate(zip(got, want))])

@@ -53,8 +53,10 @@ def record_ops():
 def module_calls(module, keep=None) -> tuple:
     """(calls, hooks): forward hooks on `module` that append the TT-NN ops (a Counter by op) of each of its calls
     for which `keep(ops)` is true (every call without `keep`) to `calls`; remove the hooks when done. The hooks run
-    in Python, not traced, when the model is compiled (a traced read of the counters would be a constant;
-    measured, a compiled step's ops are the same with and without them)."""
+    in Python, not traced, when the model is compiled (a traced read of the counters would be a constant); so
+    under torch.compile they break the graph at the module's edges, and what they count is the ops of those
+    smaller graphs -- a compiled layer of a whole-step graph is measured as a difference of whole steps instead
+    (features/serving/steps.py)."""
     import torch
     calls, before = [], {}
 

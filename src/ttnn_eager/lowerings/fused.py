@@ -435,7 +435,7 @@ _PAGED_UPDATE_CACHE = (api.BFLOAT16, api.FLOAT32, api.BFLOAT8_B)  # what ttnn's 
                 "the input height-sharded one user a core (as it is when it comes so); in place (the cache first "
                 "copied to a buffer of its own where it shares one)")
 def paged_update_cache(cache, x, positions, page_table):
-    return _paged_update(cache, cache, x, positions, page_table)
+    return _paged_update(cache, x, positions, page_table, in_place=True)
 
 
 @lowering(ops.paged_update_cache_functional.default,
@@ -443,11 +443,11 @@ def paged_update_cache(cache, x, positions, page_table):
           needs={"input": policy.TILE_SHARDED, "*": ANY},
           notes="paged_update_cache into a copy of the cache")
 def paged_update_cache_functional(cache, x, positions, page_table):
-    return _paged_update(None, cache, x, positions, page_table)
+    return _paged_update(cache, x, positions, page_table, in_place=False)
 
 
-def _paged_update(target, cache, x, positions, page_table):
-    """TT-NN's paged cache update of `target` (None: a copy of cache, made once the update is known to fit)."""
+def _paged_update(cache, x, positions, page_table, in_place: bool):
+    """TT-NN's paged cache update of cache (in_place) or of a copy of it, made once the update is known to fit."""
     users = x.shape[1] if len(x.shape) == 4 else -1
     _check_paged("paged_update_cache", cache, users, page_table, positions)
     if tuple(x.shape) != (1, users, cache.shape[1], cache.shape[3]):
@@ -462,7 +462,7 @@ def _paged_update(target, cache, x, positions, page_table):
     if why is not None:
         raise Unfit(why)
     sharded = policy.decode_heads(x)  # (as it is when it came from qkv_heads_decode or a decode-mode rotary)
-    target = api.own_buffer(target) if target is not None else api.run("clone", cache)
+    target = api.own_buffer(cache) if in_place else api.run("clone", cache)
     return api.update_in_place("experimental.paged_update_cache", target, sharded,
                                update_idxs_tensor=policy.int32_rows(positions),
                                page_table=policy.int32_rows(page_table))
