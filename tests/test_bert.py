@@ -89,16 +89,26 @@ def test_small_bert_unaligned_shapes(batch, seq):
     assert p_hidden >= 0.999 and p_pooled >= 0.999
 
 
-def test_attention_that_does_not_fit_fused_sdpa_is_decomposed_on_device():
+@pytest.mark.parametrize("storage", ["bfloat16", "float32"])
+def test_attention_of_head_size_16_on_device(storage):
+    """Head size 16: TT-NN's sdpa on heads zero-padded to 32 (bfloat16); under float32 storage, which TT-NN's sdpa
+    does not take, decomposed into matmul / softmax ops on the device. Both the CPU's numbers."""
     torch.manual_seed(2)
     cfg = transformers.BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4,  # head size 16
                                   intermediate_size=128, max_position_embeddings=64)
     cpu = transformers.BertModel(cfg).eval()
-    dev = copy.deepcopy(cpu).to(DEV)
-    ids, mask = bert.make_inputs(2, 20, cfg.vocab_size, padded=5)
-    for grad in ("no_grad", "inference_mode"):
-        p_hidden, p_pooled = _check(cpu, dev, ids, mask, grad)
-        assert p_hidden >= 0.999 and p_pooled >= 0.999
+    previous = ttnn_eager.configure(float32_storage=storage)
+    try:
+        dev = copy.deepcopy(cpu).to(DEV)
+        ids, mask = bert.make_inputs(2, 20, cfg.vocab_size, padded=5)
+        for grad in ("no_grad", "inference_mode"):
+            with ttnn_eager.record_ops() as rec:
+                p_hidden, p_pooled = _check(cpu, dev, ids, mask, grad)
+            assert p_hidden >= 0.999 and p_pooled >= 0.999
+            fused = rec.ttnn["transformer.scaled_dot_product_attention"]
+            assert (fused == 1 and rec.ttnn["pad"] == 3) if storage == "bfloat16" else (fused == 0), rec.ttnn
+    finally:
+        ttnn_eager.configure(**previous)
 
 
 def test_minilm_real_weights_sentence_embeddings():

@@ -370,6 +370,34 @@ def test_fused_ops_on_the_device_match_their_cpu_meaning(name):
             assert float((g.cpu() - w).abs().max()) <= 0.03 * float(w.abs().max()) + 1e-3
 
 
+@pytest.mark.parametrize("d", [16, 48, 80])
+def test_a_rotary_embedding_of_other_head_sizes_turns_the_half_in_one_exact_matmul(d):
+    """bfloat16 heads whose size TT-NN's rotary kernel does not take (not 32 or a multiple of 64): rotate_half as
+    one matmul by a signed permutation at HiFi4, then x * cos + that * sin -- 4 TT-NN ops, not 7 -- equal bit for
+    bit to the same arithmetic op by op on the device (the products x_i * +-1 and one-term sums are exact), and
+    to the CPU's float32 as a number. The table is uploaded once. Under float32 storage: op by op (TF32 would
+    not be exact)."""
+    torch.manual_seed(d)
+    x, ang = torch.randn(2, 4, 24, d), torch.randn(1, 1, 24, d)
+    cos, sin = ang.cos(), ang.sin()
+    want = x * cos + _rotate_half(x) * sin
+    dx, dc, ds = x.to(DEV), cos.to(DEV), sin.to(DEV)
+    for call in range(2):
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            got = fused.rotary_embedding(dx, dc, ds).cpu()
+        assert rec.ttnn == {"matmul": 1, "multiply": 2, "add": 1}, rec.ttnn
+        assert rec.stats["host_to_device"] == 0 or call == 0
+    assert torch.equal(got, (dx * dc + _rotate_half(dx) * ds).cpu())
+    assert pcc(got, want) >= 0.9999 and float((got - want).abs().max()) < 0.05
+    previous = ttnn_eager.configure(float32_storage="float32")
+    try:
+        with ttnn_eager.record_ops() as rec:
+            got = fused.rotary_embedding(x.to(DEV), cos.to(DEV), sin.to(DEV)).cpu()
+        assert "matmul" not in rec.ttnn and float((got - want).abs().max()) < 1e-5, rec.ttnn
+    finally:
+        ttnn_eager.configure(**previous)
+
+
 # ------------------------------------------------------------------------------------------ fusion passes
 def _aten_graph(fn, *args):
     """fn's inference aten graph on ttnn tensors (aot_autograd's, as the backend receives it: linear and

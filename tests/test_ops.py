@@ -222,12 +222,13 @@ def test_max_and_min_along_a_dimension_of_integers_on_the_device():
                     assert torch.equal(indices.cpu(), ref_indices)
 
 
-@pytest.mark.parametrize("head", [16, 32])  # 16: decomposed (Unfit); 32: ttnn's sdpa
-def test_sdpa_drops_a_mask_known_to_mask_nothing(head):
+@pytest.mark.parametrize("head, value_head", [(32, 32), (16, 16), (16, 8)])  # ttnn's sdpa; padded; decomposed
+def test_sdpa_drops_a_mask_known_to_mask_nothing(head, value_head):
     """A bool mask uploaded with no False (a padding mask without padding) is dropped, as transformers' eager
     mode drops it on the host: the TT-NN ops of no mask, in the lowering and in the decomposition
-    (Unfit.replaced); the result is the CPU's with the mask. One False and the mask is applied."""
-    q, k, v = bf(2, 4, 16, head, seed=1), bf(2, 4, 16, head, seed=2), bf(2, 4, 16, head, seed=3)
+    (Unfit.replaced: values of another head size); the result is the CPU's with the mask. One False and the
+    mask is applied."""
+    q, k, v = bf(2, 4, 16, head, seed=1), bf(2, 4, 16, head, seed=2), bf(2, 4, 16, value_head, seed=3)
     ones = torch.ones(2, 1, 1, 16, dtype=torch.bool)
     some = ones.clone()
     some[1, ..., 5] = False
@@ -240,6 +241,27 @@ def test_sdpa_drops_a_mask_known_to_mask_nothing(head):
         assert pcc(got.float(), want) > 0.999 and float((got.float() - want).abs().max()) < 0.05, name
         ops[name] = rec.ttnn
     assert ops["ones"] == ops["none"] and sum(ops["some"].values()) > sum(ops["none"].values()), ops
+
+
+@pytest.mark.parametrize("head", [16, 48, 80])
+def test_sdpa_of_a_head_size_not_of_whole_tiles_is_ttnns_padded(head):
+    """TT-NN's sdpa takes a head_dim of whole tiles only (TT_FATAL "Padding is not supported on the head_dim
+    dimension"): q, k and v are zero-padded to the next multiple of 32, the result sliced back -- 5 TT-NN ops,
+    where the decomposition took some 15 -- with grouped key/value heads and a padding mask, causal or not,
+    against float32 on the CPU. The scale stays 1/sqrt(head), not the padded width's (a wrong scale or non-zero
+    padding would move the numbers past the bounds)."""
+    q, k, v = bf(2, 4, 40, head, seed=1), bf(2, 2, 40, head, seed=2), bf(2, 2, 40, head, seed=3)
+    mask = torch.ones(2, 1, 1, 40, dtype=torch.bool)
+    mask[1, ..., 30:] = False
+    for kw in ({"is_causal": True}, {"attn_mask": mask}):
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True, **kw)
+        dkw = {n: a.to(DEV) if isinstance(a, torch.Tensor) else a for n, a in kw.items()}
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            got = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), enable_gqa=True, **dkw).cpu()
+        ops = {op: n for op, n in rec.ttnn.items() if op not in ("expand", "where")}  # (the mask made additive)
+        assert ops == {"pad": 3, "transformer.scaled_dot_product_attention": 1, "slice": 1}, rec.ttnn
+        assert got.shape == want.shape and pcc(got.float(), want) >= 0.9999, kw
+        assert float((got.float() - want).abs().max()) < 0.03, kw
 
 
 def test_a_replay_of_a_dropped_mask_refuses_one_that_masks():

@@ -335,7 +335,7 @@ EDGE_OPS = {  # name -> function of one tensor x (float) and an integer tensor i
     "prod": lambda x, i: (x.prod(-1), (i % 3).prod(0)),
     "solve": lambda x, i: _unit_lower_solve(x),
     "checks": lambda x, i: (torch.isnan(x), torch.isinf(x), torch.isnan(i), aten.lift_fresh_copy(x),
-                            x * torch.equal(x, x + 0), i * torch.equal(i, i * 2)),
+                            x * torch.equal(x, x + 0), i * torch.equal(i, i * 2), aten.mul.Scalar(x, 0.5)),
     "complex": lambda x, i: (torch.view_as_real(torch.polar(x.abs(), x)), torch.view_as_real(torch.complex(x, -x)),
                              torch.view_as_complex(torch.stack([x, i.float()], -1)).abs(),
                              torch.view_as_real(torch.view_as_complex(torch.stack([x, x], -1)) * (1 + 2j))),

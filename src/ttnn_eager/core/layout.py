@@ -177,7 +177,8 @@ COMPUTE = {  # kind -> (math_fidelity, fp32_dest_acc, math_approx); see the modu
     "layer_norm": ("HiFi4", True, False),
     "reduce": ("HiFi4", True, False),
     "distance": ("HiFi4", True, False),  # float32 operands: a nearest-codebook argmin reads the last bits
-    "integer": ("HiFi4", True, False),   # integer matmuls: exact products (configure() does not override it)
+    "exact": ("HiFi4", True, False),     # products that must be exact -- integer matmuls, the rotary's half turn
+                                         # (a signed permutation) -- which configure() does not override
 }
 _BOTH = (False, True)
 ARCH_CHOICES = {  # arch -> what its compute-kernel config accepts (ttnn 0.81.1)
@@ -190,7 +191,7 @@ _configs: dict = {}
 def compute_settings(kind: str) -> dict:
     """The compute-kernel settings of op kind `kind` after configure()'s overrides."""
     fidelity, fp32, approx = COMPUTE[kind]
-    if kind == "integer":  # exactness is not a precision preference
+    if kind == "exact":  # exactness is not a precision preference
         return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_approx": approx}
     s = config.settings
     return {"math_fidelity": s["math_fidelity"] or fidelity,

@@ -1,6 +1,7 @@
 """Small helpers shared by the lowerings."""
 from __future__ import annotations
 
+import collections
 import functools
 
 import torch
@@ -102,3 +103,40 @@ def batch_chunks(n: int, most: int) -> list:
     for i in range(count):
         bounds.append(bounds[-1] + size + (i < extra))
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+# ----------------------------------------------------------------------------------------------- constant tables
+TABLE_CACHE_BYTES = 128 << 20  # constant tables kept per process (least recently used dropped first)
+
+_tables: collections.OrderedDict = collections.OrderedDict()  # (index, tt_dtype, key) -> (Handle, bytes)
+
+
+def device_table(key: tuple, make, tt_dtype, index: int) -> api.Handle:
+    """A constant table of the lowerings (FFT's DFT matrices, the rotary's half turn): `make()`, a float tensor
+    computed on the host, uploaded TILE in `tt_dtype` to device `index` once per `key` and kept in a small
+    cache (TABLE_CACHE_BYTES, least recently used out): a steady-state forward uploads none;
+    torch.ttnn.empty_cache() (and an out-of-memory retry) drops them."""
+    full = (index, tt_dtype, key)
+    hit = _tables.get(full)
+    if hit is not None and hit[0].tt is not None:
+        _tables.move_to_end(full)
+        return hit[0]
+    w = make().float()
+    h = api.upload(w, tt_dtype, api.TILE, index, dtype=torch.float32)
+    _tables[full] = (h, api.buffer_bytes(tuple(w.shape), tt_dtype, api.TILE))
+    total = sum(b for _, b in _tables.values())
+    while total > TABLE_CACHE_BYTES and len(_tables) > 1:
+        _, (_, b) = _tables.popitem(last=False)
+        total -= b
+    return h
+
+
+@api.on_empty_cache
+def clear_tables(index: int | None = None) -> bool:
+    """Drop the cached tables of device `index` (None: of every device); their device buffers are freed when
+    nothing else holds them. torch.ttnn.empty_cache() and the out-of-memory retry call it. True when any was
+    dropped."""
+    keys = [key for key in _tables if index is None or key[0] == index]
+    for key in keys:
+        del _tables[key]
+    return bool(keys)

@@ -1,7 +1,11 @@
 """scaled_dot_product_attention, kept whole for inference and lowered to
 ttnn.transformer.scaled_dot_product_attention (FlashAttention-2) where it fits:
 
-    4-D [batch, heads, seq, head_dim] bfloat16 query/key/value, head_dim a multiple of 32, no dropout,
+    4-D [batch, heads, seq, head_dim] bfloat16 query/key/value, no dropout, query, key and value of one head_dim
+    (TT-NN's kernel takes a head_dim of whole tiles, "Padding is not supported on the head_dim dimension": any
+    other is zero-padded to the next multiple of 32 with ttnn.pad and the result sliced back -- the zeros add
+    nothing to q.k and give zero output columns, so the result is exact as at a whole-tile head_dim; 3 pads and
+    a slice, against some 15 ops decomposed: the head sizes of 16, 48, 80 (Phi-2) or 96 ... of real models),
     the same number of query and key/value heads (or, with enable_gqa, key/value heads dividing the query's:
     TT-NN's kernel groups them as PyTorch does, query head i reading key/value head i // group), and a mask (bool or additive) that broadcasts to
     [batch, 1 or heads, seq_q, seq_k] -- it is expanded to that shape and a bool mask becomes additive
@@ -22,7 +26,7 @@ from ..core import layout as policy
 from ..core.layout import TILE
 from ..core.registry import Unfit, lowering
 from ..device import api
-from .views import expand
+from .views import expand, slice_handle
 
 aten = torch.ops.aten
 
@@ -47,9 +51,9 @@ def _additive_mask(mask, b, h, sq, sk):
 _SDPA_DTYPES = (api.BFLOAT16, api.BFLOAT8_B)
 
 
-@lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention"],
-          needs=TILE, notes="where it fits (4-D, head_dim % 32 == 0, no dropout; grouped key/value heads with "
-                            "enable_gqa); else decomposed")
+@lowering(aten.scaled_dot_product_attention.default, ttnn=["transformer.scaled_dot_product_attention", "pad", "slice"],
+          needs=TILE, notes="where it fits (4-D, no dropout, q/k/v of one head_dim -- zero-padded to a multiple of 32 and "
+                            "sliced back; grouped key/value heads with enable_gqa); else decomposed")
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
     replaced = None
     if attn_mask is not None and not isinstance(attn_mask, (int, float)) and _masks_nothing(attn_mask):
@@ -77,8 +81,9 @@ def _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     b, h, sq, d = q.shape
     sk = k.shape[-2]
     grouped = enable_gqa and k.shape[1] == v.shape[1] and k.shape[1] and h % k.shape[1] == 0
-    if d % api.TILE_SIZE or v.shape[-1] != d or dropout_p or not (k.shape[1] == v.shape[1] == h or grouped):
-        raise Unfit("head_dim not a multiple of 32, dropout, or key/value heads that do not divide the query's")
+    if k.shape[-1] != d or v.shape[-1] != d or dropout_p or not (k.shape[1] == v.shape[1] == h or grouped):
+        raise Unfit("query, key and value of other head_dims, dropout, or key/value heads that do not divide the "
+                    "query's")
     for t in (q, k, v):  # (a loop, not any() over a generator: this runs once per attention layer)
         tt = t.tt
         if tt is not None and tt.dtype not in _SDPA_DTYPES:
@@ -89,6 +94,10 @@ def _sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
         if isinstance(attn_mask, (int, float)) or len(attn_mask.shape) > 4:
             raise Unfit("mask shape")
         attn_mask = _additive_mask(attn_mask, b, h, sq, sk)
-    return api.run("transformer.scaled_dot_product_attention", q, k, v, attn_mask=attn_mask,
-                   is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d),
-                   compute_kernel_config=policy.compute_config("sdpa", q.index))
+    wide = -d % api.TILE_SIZE
+    if wide:
+        q, k, v = (api.run("pad", t, [(0, 0), (0, 0), (0, 0), (0, wide)], 0.0) for t in (q, k, v))
+    out = api.run("transformer.scaled_dot_product_attention", q, k, v, attn_mask=attn_mask,
+                  is_causal=is_causal, scale=scale if scale is not None else 1.0 / math.sqrt(d),
+                  compute_kernel_config=policy.compute_config("sdpa", q.index))
+    return slice_handle(out, 3, 0, d) if wide else out

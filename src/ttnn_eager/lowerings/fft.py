@@ -22,8 +22,8 @@ moved last by a permute (kept before the pair's dimension of 2) and back: r2c tr
 (onesided: halved) and then runs c2c over the others; c2r runs the inverse c2c over the others first, then
 the last. The tables are computed on the host in float64 (the angle from (k t) mod n: exact for any n),
 rounded once to the device dtype, uploaded once per (device, kind, n, direction, normalization, dtype) and
-kept in a small cache (TABLE_CACHE_BYTES, least recently used out): a steady-state forward uploads none;
-torch.ttnn.empty_cache() (and an out-of-memory retry) drops them.
+kept in the lowerings' cache of constant tables (_common.device_table, least recently used out): a
+steady-state forward uploads none; torch.ttnn.empty_cache() (and an out-of-memory retry) drops them.
 
 Numerics. The products run as every matmul does (policy.compute_config("matmul"): HiFi2, float32
 accumulation) with the table, in the storage dtype (bfloat16 by default), as the second operand. Measured
@@ -41,7 +41,6 @@ float32 / complex64 (PyTorch's CPU FFT has no bfloat16 or float16); a c2r input 
 """
 from __future__ import annotations
 
-import collections
 import math
 
 import torch
@@ -50,7 +49,7 @@ from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT, as_complex, as_pair
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import dim
+from ._common import clear_tables, device_table, dim  # noqa: F401  (clear_tables: fft's own name for it)
 from .matmul import matmul_handles
 from .views import permute_handle, reshape, slice_handle
 
@@ -59,9 +58,6 @@ C64 = torch.complex64
 
 MAX_N = 4096                   # longest transformed dimension
 MAX_TABLE_BYTES = 64 << 20     # largest table on the device (c2c of n: 2n x 2n)
-TABLE_CACHE_BYTES = 128 << 20  # tables kept per process (least recently used dropped first)
-
-_tables: collections.OrderedDict = collections.OrderedDict()  # key -> (Handle, bytes)
 
 
 # ----------------------------------------------------------------------------------------------- tables
@@ -114,32 +110,9 @@ def _check_size(kind: str, n: int, onesided: bool, tt_dtype) -> None:
 
 
 def table(kind: str, n: int, forward: bool, norm: int, index: int, tt_dtype, onesided: bool = True) -> api.Handle:
-    """The device table (uploaded TILE in `tt_dtype` once, then from the cache)."""
-    key = (index, kind, n, forward, norm, onesided, tt_dtype)
-    hit = _tables.get(key)
-    if hit is not None and hit[0].tt is not None:
-        _tables.move_to_end(key)
-        return hit[0]
-    w = host_table(kind, n, forward, norm, onesided).float()
-    h = api.upload(w, tt_dtype, api.TILE, index, dtype=torch.float32)
-    size = api.buffer_bytes(tuple(w.shape), tt_dtype, api.TILE)
-    _tables[key] = (h, size)
-    total = sum(b for _, b in _tables.values())
-    while total > TABLE_CACHE_BYTES and len(_tables) > 1:
-        _, (_, b) = _tables.popitem(last=False)
-        total -= b
-    return h
-
-
-@api.on_empty_cache
-def clear_tables(index: int | None = None) -> bool:
-    """Drop the cached tables of device `index` (None: of every device); their device buffers are freed when
-    nothing else holds them. torch.ttnn.empty_cache() and the out-of-memory retry call it. True when any was
-    dropped."""
-    keys = [key for key in _tables if index is None or key[0] == index]
-    for key in keys:
-        del _tables[key]
-    return bool(keys)
+    """The device table (uploaded TILE in `tt_dtype` once, then from the lowerings' table cache)."""
+    return device_table(("dft", kind, n, forward, norm, onesided), lambda: host_table(kind, n, forward, norm, onesided),
+                        tt_dtype, index)
 
 
 # ----------------------------------------------------------------------------------------------- one dimension

@@ -92,7 +92,7 @@ def matmul_handles(a, b, transpose_b: bool = False, bias=None, activation=None):
     if k_a != k_b:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and "
                            f"{'x'.join(map(str, b.shape))})")
-    ckc = policy.compute_config("matmul" if int_dtype is None else "integer", a.index)
+    ckc = policy.compute_config("matmul" if int_dtype is None else "exact", a.index)
     a, b = _broadcast_batch(a, b, transpose_b)
     n = b.shape[-2 if transpose_b else -1]
     late_bias = None
