@@ -34,17 +34,18 @@ def test_compiled_summary_names_what_eager_mode_does_better():
     results = {"a": _result(ttnn=60), "b": _result(fallbacks={"aten.copy.default": 2}, ttnn=90),
                "c": _result(ttnn=120, replayed=False, graph_breaks=2),
                "d": _result(fallbacks={"aten.nms.default": 1}, eager_fallbacks={"aten.nms.default": 1}),
-               "e": {"status": "crash", "error": "killed by SIGSEGV"}}
+               "e": {"status": "crash", "error": "killed by SIGSEGV"}, "f": _result(ttnn=100)}
+    results["f"]["eager"]["pearson"] = 0.99  # clean compiled, not eagerly: not one of "the clean eagerly"
     for r in results.values():
         r["class_"] = zoo.classify(r)
     s = zoo.compiled_summary(results)
-    assert (s["entries"], s["ran"], s["clean"], s["clean_eager"]) == (5, 4, 2, 3)
+    assert (s["entries"], s["ran"], s["clean"], s["clean_eager"], s["clean_both"]) == (6, 5, 3, 3, 2)
     assert s["clean_eager_not_compiled"] == ["b"] and s["compiled_only_fallbacks"] == {"aten.copy.default": ["b"]}
-    assert s["ratio_median"] == 0.75 and s["ratio_max"] == 1.2 and s["above_eager"] == ["c"]
+    assert s["ratio_median"] == 0.9 and s["ratio_max"] == 1.2 and s["above_eager"] == ["c"]
     assert s["not_ran"] == ["e"] and s["not_replayed"] == ["c"] and s["graph_breaks"] == 2
     md = "".join(zoo.compiled_md({"results": results}))
-    assert "clean compiled: **2** of the 3 clean eagerly" in md and "`aten.copy.default` (1: b)" in md
-    assert "median **0.750**, max 1.200; more than eager: c" in md and "did not run: e (crash)" in md
+    assert "clean compiled: **2** of the 3 clean eagerly (3 clean compiled in all)" in md and "`aten.copy.default` (1: b)" in md
+    assert "median **0.900**, max 1.200; more than eager: c" in md and "did not run: e (crash)" in md
     assert "| c | clean | 1.00000 (1.00000) | 120 / 100 | 1.2 | no | - | 2 | 0 |" in md
     # a type with a note on its compiled result: the note, before the table
     md = "".join(zoo.compiled_md({"results": {**results, "siglip": _result(pearson=0.99)}}))

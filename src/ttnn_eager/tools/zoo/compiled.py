@@ -57,7 +57,7 @@ def compare_compiled(model, dinputs: dict, ref, mask, rng, eager: dict) -> dict:
 
 def compiled_summary(results: dict) -> dict:
     """The compiled sweep in figures: entries that ran, clean compiled, clean eagerly (from each result's
-    "eager"), those clean eagerly but not compiled, the ops eager mode did not send to the fallback but the
+    "eager"), clean both ways, those clean eagerly but not compiled, the ops eager mode did not send to the fallback but the
     compiled run did (op -> entries), the TT-NN ops ratio compiled / eager (median, max) and the entries
     above 1.0 (more ops compiled than eager), graph breaks and recompiles summed."""
     ran = {n: r for n, r in results.items() if r.get("status") == "ran" and "eager" in r}
@@ -71,6 +71,7 @@ def compiled_summary(results: dict) -> dict:
                 compiled_only[op].append(n)
     ratios = sorted(r["ops_ratio"] for r in ran.values() if r.get("ops_ratio") is not None)
     return {"entries": len(results), "ran": len(ran), "clean": len(clean), "clean_eager": len(clean_eager),
+            "clean_both": len(clean & clean_eager),
             "clean_eager_not_compiled": sorted(clean_eager - clean), "compiled_only_fallbacks": dict(compiled_only),
             "ratio_median": statistics.median(ratios) if ratios else None, "ratio_max": max(ratios, default=None),
             "above_eager": sorted(n for n, r in ran.items() if (r.get("ops_ratio") or 0) > 1.0),
@@ -99,8 +100,9 @@ def compiled_md(data: dict) -> list:
            f"and called {COMPILED_CALLS} times (the first runs each graph through the lowerings, the second captures "
            "it, the third replays it), every call against the CPU's float32 output; classified by the compiled "
            "result (its worst Pearson, every call's fallbacks), TT-NN ops of the last call against eager mode's.\n\n",
-           f"- ran: {s['ran']}; clean compiled: **{s['clean']}** of the {s['clean_eager']} clean eagerly; clean "
-           f"eagerly but not compiled: {names(s['clean_eager_not_compiled'])}\n",
+           f"- ran: {s['ran']}; clean compiled: **{s['clean_both']}** of the {s['clean_eager']} clean eagerly "
+           f"({s['clean']} clean compiled in all); clean eagerly but not compiled: "
+           f"{names(s['clean_eager_not_compiled'])}\n",
            f"- fallbacks compiled that eager mode does not have: "
            f"{names([f'`{op}` ({len(ns)}: {names(ns)})' for op, ns in s['compiled_only_fallbacks'].items()])}\n",
            f"- TT-NN ops a forward, compiled / eager: median **{med}**, max {top}; more than eager: "
