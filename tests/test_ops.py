@@ -41,6 +41,8 @@ CASES = {
     "rsub": (lambda a: 1.0 - a, [(bf(2, 1, 1, S),), (bf(33, 2),)]),
     "mul": (lambda a, b: a * b, [(bf(2, NH, S, 64), bf(2, 1, 1, S).transpose(-1, -2)), (bf(3, 5), bf(3, 5))]),
     "mul_scalar": (lambda a: a * 0.125, [(bf(2, NH, S, S),), (bf(2, 3),)]),
+    # aten.mul.Scalar itself (a Python `a * 0.125` arrives as mul.Tensor; decompositions emit the .Scalar form)
+    "mul_scalar_overload": (lambda a: torch.ops.aten.mul.Scalar(a, 0.125), [(bf(2, 3),)]),
     "div": (lambda a, b: a / b, [(bf(2, S, H), bf(H).abs() + 0.5), (bf(5, 3), bf(5, 3).abs() + 1)]),
     "div_scalar": (lambda a: a / 8.0, [(bf(2, NH, S, S),), (bf(1),)]),
     "neg": (lambda a: -a, [(bf(S, H),), (bf(3, 3),)]),
