@@ -132,9 +132,9 @@ def test_c2r_follows_pytorchs_hermitian_semantics():
 
 
 def test_tables_are_uploaded_once():
-    from ttnn_eager.lowerings import fft
+    from ttnn_eager.lowerings import _common
     x = bf(3, 48).to(DEV)
-    fft.clear_tables()
+    _common.clear_tables()
     with ttnn_eager.record_ops() as rec:
         torch.fft.rfft(x)
         torch.fft.fftn(x)
@@ -148,8 +148,8 @@ def test_tables_are_uploaded_once():
 def test_empty_cache_drops_the_tables():
     """The tables outlive the model that used them until torch.ttnn.empty_cache(): DRAM back at its level
     before the first FFT, and the next FFT uploads its table again."""
-    from ttnn_eager.lowerings import fft
-    fft.clear_tables()
+    from ttnn_eager.lowerings import _common
+    _common.clear_tables()
     x = bf(3, 48).to(DEV)
     torch.ttnn.empty_cache()
     before = torch.ttnn.memory_allocated()

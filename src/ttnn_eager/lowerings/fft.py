@@ -49,7 +49,7 @@ from ..core import layout as policy
 from ..core.layout import TILE, TILE_FLOAT, as_complex, as_pair
 from ..core.registry import Unfit, lowering
 from ..device import api
-from ._common import clear_tables, device_table, dim  # noqa: F401  (clear_tables: fft's own name for it)
+from ._common import device_table, dim
 from .matmul import matmul_handles
 from .views import permute_handle, reshape, slice_handle
 
