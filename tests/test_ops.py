@@ -245,16 +245,19 @@ def test_sdpa_drops_a_mask_known_to_mask_nothing(head, value_head):
     assert ops["ones"] == ops["none"] and sum(ops["some"].values()) > sum(ops["none"].values()), ops
 
 
-@pytest.mark.parametrize("head", [16, 48, 80])
-def test_sdpa_of_a_head_size_not_of_whole_tiles_is_ttnns_padded(head):
+@pytest.mark.parametrize("b, heads, kv_heads, s, head", [(2, 4, 2, 40, 16), (2, 4, 2, 40, 48), (2, 4, 2, 40, 80),
+                                                        (1, 32, 32, 512, 80)])  # (the last: Phi-2's attention)
+def test_sdpa_of_a_head_size_not_of_whole_tiles_is_ttnns_padded(b, heads, kv_heads, s, head):
     """TT-NN's sdpa takes a head_dim of whole tiles only (TT_FATAL "Padding is not supported on the head_dim
     dimension"): q, k and v are zero-padded to the next multiple of 32, the result sliced back -- 5 TT-NN ops,
     where the decomposition took some 15 -- with grouped key/value heads and a padding mask, causal or not,
-    against float32 on the CPU. The scale stays 1/sqrt(head), not the padded width's (a wrong scale or non-zero
-    padding would move the numbers past the bounds)."""
-    q, k, v = bf(2, 4, 40, head, seed=1), bf(2, 2, 40, head, seed=2), bf(2, 2, 40, head, seed=3)
-    mask = torch.ones(2, 1, 1, 40, dtype=torch.bool)
-    mask[1, ..., 30:] = False
+    against float32 on the CPU, and bit for bit the kernel's own result on inputs zero-padded on the host. The
+    scale stays 1/sqrt(head), not the padded width's (a wrong scale or non-zero padding would move the numbers
+    past the bounds). The max error bound is the small shapes': at 512 tokens the kernel's own bfloat16 error is
+    0.033-0.036 at heads of 64, 80 and 96 alike, so there the comparison with the whole-tile kernel stands for it."""
+    q, k, v = bf(b, heads, s, head, seed=1), bf(b, kv_heads, s, head, seed=2), bf(b, kv_heads, s, head, seed=3)
+    mask = torch.ones(b, 1, 1, s, dtype=torch.bool)
+    mask[-1, ..., s * 3 // 4:] = False
     for kw in ({"is_causal": True}, {"attn_mask": mask}):
         want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True, **kw)
         dkw = {n: a.to(DEV) if isinstance(a, torch.Tensor) else a for n, a in kw.items()}
@@ -263,7 +266,10 @@ def test_sdpa_of_a_head_size_not_of_whole_tiles_is_ttnns_padded(head):
         ops = {op: n for op, n in rec.ttnn.items() if op not in ("expand", "where")}  # (the mask made additive)
         assert ops == {"pad": 3, "transformer.scaled_dot_product_attention": 1, "slice": 1}, rec.ttnn
         assert got.shape == want.shape and pcc(got.float(), want) >= 0.9999, kw
-        assert float((got.float() - want).abs().max()) < 0.03, kw
+        assert s > 40 or float((got.float() - want).abs().max()) < 0.03, kw
+        whole = [F.pad(t, (0, -head % 32)).to(DEV) for t in (q, k, v)]
+        kernel = F.scaled_dot_product_attention(*whole, enable_gqa=True, scale=head ** -0.5, **dkw).cpu()
+        assert torch.equal(got, kernel[..., :head]), kw
 
 
 def test_a_replay_of_a_dropped_mask_refuses_one_that_masks():
