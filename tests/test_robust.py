@@ -594,6 +594,9 @@ def _fused_edges(x):
     if x.dim() == 3:
         wq = torch.eye(k, device=x.device)
         out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))
+        width = k + -k % 32  # (heads zero-padded to whole tiles, and the projection of such heads)
+        out += list(ops.qkv_heads(x, [wq, wq * 2, wq * 3], [wq[0], wq[1], wq[0]], 1, 1, width))
+        out.append(ops.heads_linear(torch.cat([x, x[..., :width - k] * 0], -1), wq * 2, None, 1))
         out += list(ops.split_qkv_heads(torch.cat([x, x * 2, x * 3], -1), 1))
         if x.shape[0] == 1:  # one sequence, a token a user: heads in the paged ops' layout
             out += list(ops.qkv_heads_decode(x, [wq, wq * 2, wq * 3], [None] * 3, 1, 1))

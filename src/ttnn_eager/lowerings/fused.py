@@ -11,6 +11,12 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 ([b, s, h*d] -> [b, h, s, d])   -> one ttnn.linear on the
                                                 concatenated weight (made once, layout.prepared) +
                                                 ttnn.transformer.split_query_key_value_and_split_heads
+    qkv_heads(..., head_width)                  the same with each head zero-padded to head_width (a multiple of
+                                                32) columns: the weights' rows and biases padded head by head once
+                                                (a missing bias: zeros), so heads of 16, 48, 80 ... split as tiles
+    heads_linear(x, w, b, heads)                linear(x, w) of x [..., heads * P] holding heads zero-padded to P
+                                                columns, w [out, heads * d]: w's input columns padded head by head
+                                                to P once -> one ttnn.linear
     qkv_heads_decode(x, [wq, wk, wv], [bq, bk, bv], heads, kv_heads)
                                                 the same for a decode step of continuous batching: x [1, users,
                                                 hidden] (one token a user), heads in the decode layout [1, users,
@@ -85,11 +91,12 @@ LIB = torch.library.Library("ttnn_eager", "DEF")
 LIB.define("linear_activation(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor")
 LIB.define("add_layer_norm(Tensor input, Tensor residual, int[] normalized_shape, Tensor? weight, Tensor? bias, "
            "float eps) -> Tensor")
-LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
-           "-> (Tensor, Tensor, Tensor)")
+LIB.define("qkv_heads(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads, "
+           "int? head_width=None) -> (Tensor, Tensor, Tensor)")
 LIB.define("qkv_heads_decode(Tensor input, Tensor[] weights, Tensor?[] biases, int num_heads, int num_kv_heads) "
            "-> (Tensor, Tensor, Tensor)")
 LIB.define("concat_heads(Tensor input) -> Tensor")
+LIB.define("heads_linear(Tensor input, Tensor weight, Tensor? bias, int num_heads) -> Tensor")
 LIB.define("linear_add(Tensor input, Tensor weight, Tensor residual) -> Tensor")
 LIB.define("rms_norm(Tensor input, Tensor weight, float eps) -> Tensor")
 LIB.define("matmul_bias(Tensor input, Tensor weight, Tensor? bias, str? activation) -> Tensor")
@@ -121,7 +128,19 @@ def _heads(t, heads):
     return t.view(b, s, heads, -1).transpose(1, 2).contiguous()
 
 
-def _qkv_heads(x, weights, biases, num_heads, num_kv_heads):
+def pad_heads(t: torch.Tensor, heads: int, width: int, dim: int = 0) -> torch.Tensor:
+    """t with its dimension `dim` (heads of d) zero-padded head by head to `width` >= d: [..., heads * d, ...] ->
+    [..., heads * width, ...] (head i's d values first, then width - d zeros)."""
+    parts = t.unflatten(dim, (heads, t.shape[dim] // heads))
+    pad = [0, 0] * (t.dim() - dim - 1) + [0, width - parts.shape[dim + 1]]
+    return torch.nn.functional.pad(parts, pad).flatten(dim, dim + 1)
+
+
+def _qkv_heads(x, weights, biases, num_heads, num_kv_heads, head_width=None):
+    if head_width is not None:  # (each head zero-padded to head_width: its weight rows and bias values)
+        counts = (num_heads, num_kv_heads, num_kv_heads)
+        weights = [pad_heads(w, n, head_width) for w, n in zip(weights, counts)]
+        biases = [None if b is None else pad_heads(b, n, head_width) for b, n in zip(biases, counts)]
     q, k, v = (torch.nn.functional.linear(x, w, b) for w, b in zip(weights, biases))
     return _heads(q, num_heads), _heads(k, num_kv_heads), _heads(v, num_kv_heads)
 
@@ -135,6 +154,10 @@ def _qkv_heads_decode(x, weights, biases, num_heads, num_kv_heads):
 def _concat_heads(x):
     b, h, s, d = x.shape
     return x.transpose(1, 2).reshape(b, s, h * d)
+
+
+def _heads_linear(x, w, b, num_heads):
+    return torch.nn.functional.linear(x, pad_heads(w, num_heads, x.shape[-1] // num_heads, dim=1), b)
 
 
 def _linear_add(x, w, r):
@@ -209,7 +232,7 @@ def _paged_fits(cache_shape, users: int, cores: int) -> str | None:
 
 for _name, _fn in (("linear_activation", _linear_activation), ("add_layer_norm", _add_layer_norm),
                    ("qkv_heads", _qkv_heads), ("qkv_heads_decode", _qkv_heads_decode),
-                   ("concat_heads", _concat_heads), ("rms_norm", _rms_norm),
+                   ("concat_heads", _concat_heads), ("heads_linear", _heads_linear), ("rms_norm", _rms_norm),
                    ("linear_add", _linear_add),
                    ("matmul_bias", _matmul_bias), ("split_qkv_heads", _split_qkv_heads),
                    ("rotary_embedding", _rotary_embedding), ("cache_update", _cache_update)):
@@ -288,31 +311,63 @@ def _concatenated(parts: list, name: str):
     return policy.prepared(first, key, make)
 
 
-def _qkv_head_size(name: str, x, weights, biases, num_heads: int, num_kv_heads: int) -> int:
-    """The head size of a qkv_heads-family call: malformed arguments refused, heads TT-NN cannot split Unfit."""
+def _qkv_head_size(name: str, x, weights, biases, num_heads: int, num_kv_heads: int, width=None) -> int:
+    """The head size of a qkv_heads-family call (its head_width when given): malformed arguments refused, heads
+    TT-NN cannot split Unfit."""
     if len(weights) != 3 or len(biases) != 3 or len(x.shape) != 3:
         raise RuntimeError(f"ttnn_eager.{name}: a [batch, seq, hidden] input and three weights and biases")
-    if (biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None):
-        raise RuntimeError(f"ttnn_eager.{name}: q, k and v all have a bias or none has")
+    if ((biases[0] is None) != (biases[1] is None) or (biases[0] is None) != (biases[2] is None)) and width is None:
+        raise RuntimeError(f"ttnn_eager.{name}: q, k and v all have a bias or none has (or a head_width is given)")
     head = weights[0].shape[0] // num_heads if num_heads > 0 else 0
-    if num_heads <= 0 or num_kv_heads <= 0 or head % api.TILE_SIZE or weights[0].shape[0] % num_heads:
+    if num_heads <= 0 or num_kv_heads <= 0 or weights[0].shape[0] % num_heads \
+            or any(w.shape[0] != n * head for w, n in zip(weights[1:], (num_kv_heads, num_kv_heads))):
+        raise RuntimeError(f"ttnn_eager.{name}: {num_heads} query and {num_kv_heads} key/value heads of one size, "
+                           f"got weights of {[w.shape[0] for w in weights]} rows")
+    if width is not None and width < head:
+        raise RuntimeError(f"ttnn_eager.{name}: head_width {width} is less than the head size {head}")
+    if (width or head) % api.TILE_SIZE:
         raise Unfit("head size not a multiple of 32")  # (TT-NN's head split needs tile-sized heads)
-    return head
+    return width or head
 
 
-def _qkv_matmul(x, weights, biases):
-    """x times the q, k and v weights concatenated (once), their biases added: [..., q | k | v]."""
-    w = _concatenated(list(weights), "qkv_weight")
-    b = _concatenated(list(biases), "qkv_bias") if biases[0] is not None else None
+def _heads_padded(parts: list, heads: list, width: int, name: str, dim: int = 0):
+    """The parts (q, k, v weights or biases, or one weight) each zero-padded head by head to `width` along `dim`
+    (pad_heads) and concatenated along their first dimension: made once on the host from their values, uploaded
+    in their device dtype (float32 if one part is), and kept with the first part while no part is written
+    (layout.prepared)."""
+    at = next(i for i, p in enumerate(parts) if p is not None)  # (the form is kept with it; a missing bias: zeros)
+    key = (name, width, dim, at) + tuple(None if p is None else (id(p), p.version) for p in parts[at + 1:])
+
+    def make(h):
+        hs = [h if i == at else p for i, p in enumerate(parts)]
+        value = torch.cat([torch.zeros(n * width) if p is None else pad_heads(api.host_value(p).float(), n, width, dim)
+                           for p, n in zip(hs, heads)])
+        tt_dtype = api.FLOAT32 if any(p is not None and p.tt_dtype == api.FLOAT32 for p in hs) else h.tt_dtype
+        return api.upload(value, tt_dtype, api.TILE, h.index, dtype=h.dtype,
+                          via=policy.transfer_layout(value.shape, tt_dtype, api.TILE))
+    return policy.prepared(parts[at], key, make)
+
+
+def _qkv_matmul(x, weights, biases, heads=None, width=None):
+    """x times the q, k and v weights concatenated (once), their biases added: [..., q | k | v]; with `width`,
+    each head zero-padded to width columns first (heads: the parts' head counts)."""
+    if width is not None and (width * sum(heads) != sum(w.shape[0] for w in weights) or None in biases):
+        w = _heads_padded(list(weights), heads, width, "qkv_weight")
+        b = _heads_padded(list(biases), heads, width, "qkv_bias") if any(b is not None for b in biases) else None
+    else:
+        w = _concatenated(list(weights), "qkv_weight")
+        b = _concatenated(list(biases), "qkv_bias") if biases[0] is not None else None
     return matmul_handles(x, w, transpose_b=True, bias=b)
 
 
 @lowering(ops.qkv_heads.default, ttnn=["concat", "linear", "transformer.split_query_key_value_and_split_heads"],
-          needs=TILE, notes="one matmul on the q, k, v weights concatenated once; heads split by one TT-NN op "
-                            "(head size a multiple of 32, else the CPU fallback)")
-def qkv_heads(x, weights, biases, num_heads, num_kv_heads):
-    _qkv_head_size("qkv_heads", x, weights, biases, num_heads, num_kv_heads)
-    q, k, v = api.run("transformer.split_query_key_value_and_split_heads", _qkv_matmul(x, weights, biases),
+          needs=TILE, notes="one matmul on the q, k, v weights concatenated once (with head_width: each head's rows "
+                            "zero-padded to it, made once on the host); heads split by one TT-NN op (head size or "
+                            "head_width a multiple of 32, else the CPU fallback)")
+def qkv_heads(x, weights, biases, num_heads, num_kv_heads, head_width=None):
+    width = _qkv_head_size("qkv_heads", x, weights, biases, num_heads, num_kv_heads, head_width)
+    fused = _qkv_matmul(x, weights, biases, [num_heads, num_kv_heads, num_kv_heads], width)
+    q, k, v = api.run("transformer.split_query_key_value_and_split_heads", fused,
                       num_heads=num_heads, num_kv_heads=num_kv_heads, transpose_key=False)
     return q, k, v
 
@@ -356,6 +411,20 @@ def concat_heads(x):
     if x.shape[-1] % api.TILE_SIZE:
         raise Unfit("head size not a multiple of 32")  # (TT-NN's concatenate_heads needs tile-sized heads)
     return api.run("transformer.concatenate_heads", x)
+
+
+@lowering(ops.heads_linear.default, ttnn=["linear"], needs=TILE,
+          notes="the weight's input columns zero-padded head by head to the input's head width (made once on the "
+                "host): one ttnn.linear")
+def heads_linear(x, weight, bias, num_heads):
+    if len(weight.shape) != 2 or num_heads <= 0 or weight.shape[1] % num_heads or x.shape[-1] % num_heads \
+            or x.shape[-1] // num_heads < weight.shape[1] // num_heads:
+        raise RuntimeError(f"ttnn_eager.heads_linear: an input of {num_heads} heads at least as wide as the weight's "
+                           f"[out, heads * head_size], got {list(x.shape)} and {list(weight.shape)}")
+    width = x.shape[-1] // num_heads
+    if width != weight.shape[1] // num_heads:
+        weight = _heads_padded([weight], [num_heads], width, "heads_linear", dim=1)
+    return matmul_handles(x, weight, transpose_b=True, bias=bias)
 
 
 @lowering(ops.rms_norm.default, ttnn=["rms_norm"], needs=TILE_FLOAT, notes="over the last dimension")

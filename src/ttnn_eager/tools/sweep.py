@@ -170,6 +170,9 @@ UNREACHED = {
         (_randn(*d.activation(3)), [_randn(d.hidden, d.hidden) for _ in range(3)], [_randn(d.hidden) for _ in range(3)],
          d.heads, d.heads), {}),
     _fused.ops.concat_heads.default: lambda d: ((_randn(*d.activation(4)),), {}),
+    # the output projection of heads zero-padded from 48 to 64 columns (padded_heads: Phi-2-like head sizes)
+    _fused.ops.heads_linear.default: lambda d: (
+        (_randn(d.batch, d.seq, d.heads * 64), _randn(d.hidden, d.heads * 48), _randn(d.hidden), d.heads), {}),
     _fused.ops.linear_add.default: lambda d: (  # a projection and its residual
         (_randn(*d.activation(3)), _randn(d.hidden, d.hidden), _randn(*d.activation(3))), {}),
     _fused.ops.matmul_bias.default: lambda d: (  # GPT-2's Conv1D: a [in, out] weight

@@ -16,6 +16,11 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     inverse_permutes      permute of a permute                              -> removed (they undo each other), or one
     cat_slices            cat of consecutive slices of one tensor           -> one slice, or the tensor
     cat_empties           cat with empty inputs (a DynamicCache's first keys and values) -> of the others, or the one
+    padded_heads          attention at a head size d not of whole tiles (16, 48, 80 ...): q, k, v linears of one input
+                          viewed into heads, sdpa, heads merged and projected -> ttnn_eager.qkv_heads(head_width=
+                          d rounded up to 32: the weights zero-padded head by head, once), sdpa of the padded heads
+                          at scale 1/sqrt(d), ttnn_eager.concat_heads, ttnn_eager.heads_linear (the projection's
+                          weight padded to match); a key or value also returned (a cache) is sliced back for that use
     attention_masks       sdpa of an expanded mask                          -> of the mask (sdpa broadcasts it);
                           of a mask made from factory ops alone that masks nothing -> of no mask
     qkv_heads             three linears of one input, each viewed into heads and transposed
@@ -878,6 +883,103 @@ def grouped_attention(g: fx.Graph) -> int:
     return done
 
 
+def _projection_heads(t, sdpa):
+    """t = transpose(view(linear(x, w, b) [b, s, h*d], [b, s, h, d]), 1, 2), each used only by the next, t by sdpa
+    once (and by others: a key or value returned as the layer's cache): (x, w, b, h, d, the nodes) or None."""
+    if not (_is(t, aten.transpose.int) and sdpa in t.users and _is(t.args[0], *_VIEWS)
+            and sum(a is t for a in sdpa.args[:3]) == 1):
+        return None
+    b = _head_branch(t.args[0].args[0])
+    if b is None or b[0] is not t:
+        return None
+    lin = b[3][1]
+    return lin.args[0], lin.args[1], lin.args[2] if len(lin.args) > 2 else None, b[1], b[2], (t, *b[3])
+
+
+def _projected_output(sdpa):
+    """sdpa [b, h, s, d] used only by transpose(1, 2) -> (contiguous clone) -> view [b, s, h*d] -> linear (as its
+    input), each used only by the next: (the linear, the nodes before it) or None."""
+    nodes, n = [], sdpa
+    for want in (aten.transpose.int, aten.clone.default, _VIEWS, aten.linear.default):
+        if not _only_user(n):
+            return None
+        u = next(iter(n.users))
+        if want is aten.clone.default and not _is(u, want):
+            continue  # (the clone is optional)
+        if not _is(u, *(want if isinstance(want, tuple) else (want,))) or u.args[0] is not n:
+            return None
+        nodes.append(u)
+        n = u
+    b, h, s, d = _shape(sdpa)
+    if sorted(a % 4 for a in nodes[0].args[1:3]) != [1, 2] or _shape(nodes[-2]) != (b, s, h * d):
+        return None
+    return nodes[-1], nodes[:-1]
+
+
+def _with_shape(n: fx.Node, shape) -> None:
+    """n's recorded value (meta "val", what later passes read shapes from) given a new shape."""
+    v = n.meta.get("val")
+    if isinstance(v, torch.Tensor):
+        n.meta["val"] = v.new_empty(shape)
+
+
+def padded_heads(g: fx.Graph) -> int:
+    """Attention at a head size d that is not whole tiles (16, 48, 80 ...): q, k, v each a linear of one input
+    viewed into heads, sdpa, its heads merged and projected -> the q, k, v weights zero-padded head by head to
+    the next multiple of 32 (ttnn_eager.qkv_heads(head_width=)), sdpa of those heads (the zeros add nothing to
+    q.k and give zero output columns; its scale stays 1/sqrt(d)), ttnn_eager.concat_heads, and the output
+    projection's weight padded with zero input columns to match (ttnn_eager.heads_linear): the weights padded
+    once, no pad or slice in the forward (a bert layer at head 16: 5 TT-NN ops for the attention, not 17)."""
+    done = 0
+    for n in list(g.nodes):
+        if not _is(n, aten.scaled_dot_product_attention.default) or len(n.args) < 3 or _shape(n) is None:
+            continue
+        dropout = n.args[4] if len(n.args) > 4 else n.kwargs.get("dropout_p", 0.0)
+        branches = [_projection_heads(t, n) for t in n.args[:3]]
+        out = _projected_output(n)
+        if dropout or out is None or any(b is None for b in branches) or len({b[0] for b in branches}) != 1:
+            continue
+        heads, sizes = [b[3] for b in branches], {b[4] for b in branches}
+        d = sizes.pop()
+        if sizes or not d % TILE or heads[1] != heads[2] or heads[0] % heads[1] \
+                or (heads[0] != heads[1] and not n.kwargs.get("enable_gqa", False)):
+            continue
+        biases = [b[2] for b in branches]  # (some may be None: whisper's key has no bias)
+        if len(_shape(branches[0][0]) or ()) != 3:
+            continue
+        order = {node: i for i, node in enumerate(g.nodes)}
+        first = min((b[5][0] for b in branches), key=order.__getitem__)
+        if any(isinstance(a, fx.Node) and order[a] > order[first] for b in branches for a in (b[1], b[2])):
+            continue  # a weight made after the first head is used: leave the pattern alone
+        width = d + -d % TILE
+        with g.inserting_before(first):
+            fused = g.call_function(_ops().qkv_heads.default,
+                                    (branches[0][0], [b[1] for b in branches], biases, heads[0], heads[1], width))
+            parts = [g.call_function(operator.getitem, (fused, i)) for i in range(3)]
+        for b, part in zip(branches, parts):
+            t = b[5][0]
+            for user in [u for u in t.users if u is not n]:  # (they see the heads of d: a slice of the padded)
+                with g.inserting_before(user):
+                    narrow = g.call_function(aten.slice.Tensor, (part, 3, 0, d))
+                narrow.meta.update(t.meta)
+                user.replace_input_with(t, narrow)
+            _replace(t, part, b[5][1:])
+            _with_shape(part, (*_shape(part)[:3], width))
+        scale = n.kwargs.get("scale")
+        n.kwargs = {**n.kwargs, "scale": d ** -0.5 if scale is None else scale}
+        _with_shape(n, (*_shape(n)[:3], width))
+        lin, merge = out
+        _, w, *bias = lin.args
+        with g.inserting_before(lin):
+            heads_out = g.call_function(_ops().concat_heads.default, (n,))
+            proj = g.call_function(_ops().heads_linear.default, (heads_out, w, bias[0] if bias else None, heads[0]))
+        heads_out.meta["val"] = merge[-1].meta.get("val")
+        _with_shape(heads_out, (*_shape(merge[-1])[:2], heads[0] * width))
+        _replace(lin, proj, merge[::-1])
+        done += 1
+    return done
+
+
 def _no_mask(mask, cache: dict) -> bool:
     """mask, computed from factory ops alone, masks nothing: boolean and true everywhere, or additive and zero
     everywhere."""
@@ -1047,7 +1149,8 @@ def split_qkv_heads(g: fx.Graph) -> int:
 PASSES = (identities, duplicates, arange_index, true_ands, noop_resizes, inverse_permutes, noop_views, concat_heads, view_chains,
           noop_views, cat_slices, cat_empties, gelu_tanh, matmul_bias, split_qkv_heads,
           qkv_heads, linear_activation, matmul_bias_activation, add_layer_norm, rms_norm, residual_bias,
-          rotary_embedding, decode_heads, cache_update, grouped_attention, attention_masks, paged_caches_in_place)
+          rotary_embedding, decode_heads, cache_update, grouped_attention, padded_heads, attention_masks,
+          paged_caches_in_place)
 
 
 def run(gm: fx.GraphModule, example_inputs=None) -> dict:
