@@ -499,3 +499,31 @@ def test_mixed_storage_keeps_bfloat16_weights_and_float32_activations(restore_co
         d.to(DEV)
         got = pcc(((1.0 + d(x.to(DEV)) * 0.01) - 1.0).cpu(), ref)
         assert got >= floor if floor else got < 0.99, (storage, got)
+
+
+def test_mixed_storage_computes_from_parameters_alone_in_float32(restore_config):
+    """float32_storage="mixed": arithmetic on bfloat16-stored parameters alone (F.normalize of a codebook, as
+    DAC's vector quantizer does, a weight norm's g * v / |v|, `1 + weight`) computes in float32 from their
+    bfloat16 values, as PyTorch does on the CPU with the same bfloat16-rounded weights -- not in bfloat16
+    widened after (2^-9 off: DAC's nearest-code picks flipped). So does a bfloat16 parameter divided by a
+    float32 activation (ttnn's divide computes in its first operand's dtype)."""
+    import torch.nn.functional as F
+    ttnn_eager.configure(float32_storage="mixed", math_fidelity="HiFi4")
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(1024, 8)
+    with torch.no_grad():
+        emb.weight.copy_(emb.weight.bfloat16().float())  # the values mixed storage keeps: float32 is exact
+    w = emb.weight.detach()
+    g = torch.rand(1024, 1) + 0.5
+    dev = torch.nn.Embedding(1024, 8)
+    dev.load_state_dict(emb.state_dict())
+    dev.to(DEV)
+    with torch.no_grad():
+        W = dev.weight
+        got = {"normalize": F.normalize(W).cpu(), "1 + weight": (1 + W).cpu(),
+               "weight / activation": (W / g.to(DEV)).cpu(), "square sum": W.pow(2).sum(1).cpu()}
+    want = {"normalize": F.normalize(w), "1 + weight": 1 + w, "weight / activation": w / g,
+            "square sum": w.pow(2).sum(1)}
+    for k in want:
+        err = (got[k] - want[k]).abs().max().item() / want[k].abs().max().item()
+        assert err < 1e-5, (k, err)  # bfloat16 arithmetic: 2e-3 to 2e-2

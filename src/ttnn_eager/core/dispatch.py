@@ -530,7 +530,13 @@ def _fuse(fn, args, kwargs):
 
 def _invoke(entry, func, args, kwargs, hargs, hkwargs):
     """A lowering run on the call's handles; its refusal (Unfit, or too big for the cores' L1) decomposes a
-    CompositeImplicitAutograd op, else runs the CPU fallback."""
+    CompositeImplicitAutograd op, else runs the CPU fallback. Under float32_storage="mixed", an op computing
+    from bfloat16 parameters alone takes them in float32 (layout.from_parameters), as PyTorch computes."""
+    if config.settings["float32_storage"] == "mixed" and not entry.aliases \
+            and layout.from_parameters(func._opname, [*hargs, *hkwargs.values()]):
+        hargs = [layout.to_float32(h) if type(h) is api.Handle and h.dtype.is_floating_point else h for h in hargs]
+        hkwargs = {k: layout.to_float32(h) if type(h) is api.Handle and h.dtype.is_floating_point else h
+                   for k, h in hkwargs.items()}
     try:
         result = entry.fn(*hargs, **hkwargs)
     except (Unfit, api.CoreMemoryError) as unfit:

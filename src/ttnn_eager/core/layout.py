@@ -571,6 +571,37 @@ def widened(result):
     return result
 
 
+# Ops whose result holds its inputs' values (moved, selected, compared): from bfloat16 parameters alone they
+# are exact in bfloat16 and `widened` after them is enough (from_parameters leaves them).
+_EXACT_ON_VALUES = frozenset((
+    "embedding", "cat", "stack", "index_select", "gather", "index", "clone", "_to_copy", "copy", "slice",
+    "select", "constant_pad_nd", "repeat", "flip", "roll", "narrow", "split", "split_with_sizes", "unbind",
+    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "squeeze", "unsqueeze", "expand", "alias",
+    "detach", "lift_fresh", "contiguous", "where", "masked_fill", "max", "min", "amax", "amin", "maximum",
+    "minimum", "eq", "ne", "lt", "le", "gt", "ge", "sort", "topk", "argmax", "argmin", "relu", "neg", "abs",
+    "sign", "isnan", "isinf", "isfinite", "zeros_like", "ones_like", "empty_like", "full_like", "fill",
+    "_local_scalar_dense", "tril", "triu", "diagonal", "unfold", "repeat_interleave"))
+
+
+def from_parameters(op_name: str, handles: list) -> bool:
+    """float32_storage="mixed": whether an op computes its float32 result from bfloat16-stored parameters
+    alone -- every floating handle among `handles` a float32 tensor stored bfloat16 in TILE -- with arithmetic
+    whose bfloat16 result would round what PyTorch computes in float32 from the same bfloat16 values (a
+    weight norm, F.normalize of a codebook, `1 + weight`): its inputs are then given to it in float32
+    (`to_float32`, copies), as `widened` would give its result. Ops that only move, select or compare values
+    (_EXACT_ON_VALUES) are exact in bfloat16 and keep the parameters' bytes."""
+    if op_name in _EXACT_ON_VALUES:
+        return False
+    found = False
+    for h in handles:
+        if type(h) is not api.Handle or not h.dtype.is_floating_point:
+            continue
+        if h.dtype != torch.float32 or h.tt is None or h.tt_dtype != api.BFLOAT16 or h.tt.layout != api.TILE:
+            return False
+        found = True
+    return found
+
+
 def parameter_storage(dtype: torch.dtype, otherwise=None):
     """The device dtype of a parameter of torch dtype `dtype` and of the forms made from parameters (a pack's
     blocks: folded batch norms, tap kernels; conv2d's prepared weights): bfloat16 for float32 under

@@ -117,8 +117,11 @@ def div(a, b, *, rounding_mode=None):
         dtype = torch.get_default_dtype()
     # floats as stored; integers and bools in float32 (exact below 2**24). With a rounding mode, float32
     # throughout: trunc/floor of a bfloat16 quotient would be off by one near integers.
-    a, b = (policy.to_float32(x) if is_handle(x) and (rounding_mode is not None or not x.dtype.is_floating_point)
-            else x for x in (a, b))
+    # float32_storage="mixed": a bfloat16 parameter divided by a float32 activation in float32 too (ttnn's
+    # divide computes in its first operand's dtype: a bfloat16 quotient, 2^-9 off)
+    wide = is_handle(a) and is_handle(b) and api.FLOAT32 in (a.tt_dtype, b.tt_dtype)
+    a, b = (policy.to_float32(x) if is_handle(x) and (rounding_mode is not None or not x.dtype.is_floating_point
+                                                       or wide) else x for x in (a, b))
     out = api.run("divide", a, b, out_dtype=dtype) if is_handle(b) else api.run("multiply", a, _reciprocal(b),
                                                                                  out_dtype=dtype)
     if rounding_mode is not None:
