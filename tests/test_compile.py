@@ -364,7 +364,10 @@ CASES = {
                           [_r(1, 2, 5, 32), _r(1, 1, 5, 32), _r(1, 1, 5, 32)],
                           [_r(2, 8, 1, 64), _r(1, 1, 1, 64), _r(1, 1, 1, 64)],
                           [_r(1, 2, 5, 16), _r(1, 1, 5, 16), _r(1, 1, 5, 16)],
-                          [_r(2, 2, 3, 64), _r(2, 1, 3, 64), _r(2, 1, 3, 64)]]),
+                          [_r(2, 2, 3, 64), _r(2, 1, 3, 64), _r(2, 1, 3, 64)],
+                          # the first 16 (or 32) columns rotated, the rest passed through (heads zero-padded)
+                          [_r(1, 2, 5, 32), _r(1, 1, 5, 16), _r(1, 1, 5, 16)],
+                          [_r(2, 2, 7, 64), _r(1, 1, 7, 32), _r(1, 1, 7, 32)]]),
     # a static cache's decode update at a device position (a head of 64; a head of 48 and two sequences)
     "cache_update": (lambda c, x, p: fused.cache_update(c, x, p),
                      [[_r(1, 4, 32, 64), _r(1, 4, 1, 64), torch.tensor(5)],
@@ -417,6 +420,33 @@ def test_a_rotary_embedding_of_other_head_sizes_turns_the_half_in_one_exact_matm
         ttnn_eager.configure(**previous)
 
 
+@pytest.mark.parametrize("width,rotated", [(32, 16), (96, 80)])
+def test_a_rotary_embedding_of_padded_heads_rotates_their_first_columns(width, rotated):
+    """Heads zero-padded to whole tiles (padded_heads) keep cos and sin of the model's head size: the first
+    `rotated` columns are rotated, the rest passed through. bfloat16: one exact matmul by the half turn of those
+    columns and x * cos' + that * sin' with cos, sin padded by ones and zeros once (4 TT-NN ops a call, the pads
+    not again for the same cos and sin); the passed-through columns come out bit for bit. float32 storage: op by
+    op on the slices, the CPU's to float32 rounding."""
+    torch.manual_seed(width)
+    x, ang = torch.randn(2, 4, 24, width), torch.randn(1, 1, 24, rotated)
+    cos, sin = ang.cos(), ang.sin()
+    want = torch.cat((x[..., :rotated] * cos + _rotate_half(x[..., :rotated]) * sin, x[..., rotated:]), -1)
+    torch.testing.assert_close(fused.rotary_embedding(x, cos, sin), want)  # (the op's meaning)
+    dx, dc, ds = x.to(DEV), cos.to(DEV), sin.to(DEV)
+    for call in range(2):
+        with ttnn_eager.strict(), ttnn_eager.record_ops() as rec:
+            got = fused.rotary_embedding(dx, dc, ds).cpu()
+        assert rec.ttnn == ({"pad": 2} if call == 0 else {}) | {"matmul": 1, "multiply": 2, "add": 1}, rec.ttnn
+    assert torch.equal(got[..., rotated:], dx[..., rotated:].cpu())
+    assert pcc(got, want) >= 0.9999 and float((got - want).abs().max()) < 0.05
+    previous = ttnn_eager.configure(float32_storage="float32")
+    try:
+        got = fused.rotary_embedding(x.to(DEV), cos.to(DEV), sin.to(DEV)).cpu()
+        assert float((got - want).abs().max()) < 1e-5
+    finally:
+        ttnn_eager.configure(**previous)
+
+
 # ------------------------------------------------------------------------------------------ fusion passes
 def _aten_graph(fn, *args):
     """fn's inference aten graph on ttnn tensors (aot_autograd's, as the backend receives it: linear and
@@ -456,6 +486,10 @@ PATTERNS = {
                      [(2, 24, 64), (64, 64), (64, 64), (64, 64), (64,), (64,), (64,), (64, 64), (2, 1, 24, 24)]),
     "padded_heads_cache": (lambda x, wq, wk, wv, wo: _attention_block(x, (wq, wk, wv), (None,) * 3, wo, None, True),
                            [(1, 24, 64), (64, 64), (32, 64), (32, 64), (64, 64)]),
+    # Llama's: the rotary embedding of q and k between (rotary_embedding runs first), grouped heads, k, v returned
+    "padded_heads_rotary": (lambda x, wq, wk, wv, wo, a: _attention_block(x, (wq, wk, wv), (None,) * 3, wo, None, True,
+                                                                          a),
+                            [(1, 24, 64), (64, 64), (32, 64), (32, 64), (64, 64), (1, 24, 16)]),
     "noop_views": (lambda x: x.view(2, 32, 64).relu(), [(2, 32, 64)]),
     "rms_norm": (lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)), [(2, 32, 64), (64,)]),
     "gelu_tanh": (lambda x: _gelu_new(x) * 2, [(2, 32, 64)]),
@@ -504,15 +538,18 @@ PATTERNS = {
     "cat_empties": (lambda k, c: torch.cat([c, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
     "cat_empties_part": (lambda k, c: torch.cat([c, k, k], -2) * 2, [(1, 2, 8, 16), (1, 2, 0, 16)]),
 }
-SEVERAL = {"qkv_heads", "matmul_bias_activation", "decode_heads"}
+SEVERAL = {"qkv_heads", "matmul_bias_activation", "decode_heads", "padded_heads_rotary"}
 FEWER_INPUTS = {"cat_empties_part"}  # the same ops, one taking fewer inputs
 FACTORIES = {"arange_index", "true_ands", "true_ands_broadcast", "attention_masks_true"}  # graphs that make tensors on the device  # patterns whose match takes more than one rewrite
 
 
-def _attention_block(x, weights, biases, wo, mask, cache=False):  # transformers' sdpa attention at heads of 16
+def _attention_block(x, weights, biases, wo, mask, cache=False, angles=None):  # transformers' sdpa attention, heads of 16
     b, s, _ = x.shape
     x = x / 8  # (scores of a trained model's size: randn weights and inputs would saturate the softmax)
     q, k, v = (F.linear(x, w, bias).view(b, s, -1, 16).transpose(1, 2) for w, bias in zip(weights, biases))
+    if angles is not None:
+        cos, sin = angles.cos().unsqueeze(1), angles.sin().unsqueeze(1)
+        q, k = (u * cos + _rotate_half(u) * sin for u in (q, k))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=cache, is_causal=cache)
     out = F.linear(out.transpose(1, 2).contiguous().view(b, s, -1), wo)
     return (out, k, v) if cache else out
@@ -548,7 +585,7 @@ def test_each_fusion_pass_computes_what_the_unfused_graph_did(name):
     done = passes.run(fused)
     want = name
     for variant in ("_gqa", "_silu", "_transposes", "_nearest", "_composed", "_part", "_broadcast", "_expand", "_true",
-                    "_cache"):
+                    "_cache", "_rotary"):
         want = want.split(variant)[0]
     assert done[want] == 1, (done, _targets(gm))
     assert sum(done.values()) == 1 or name in SEVERAL, done

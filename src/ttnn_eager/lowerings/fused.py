@@ -45,7 +45,9 @@ Meta) kernel -- its meaning, and what the tests compare against -- and a lowerin
                                                 a user) -> the same op in decode mode, on heads and cos, sin
                                                 height-sharded one user a core; bfloat16 heads of another size
                                                 (16, 48, 80, 96 ...) -> rotate_half(x) as one exact matmul by
-                                                the half turn, then x * cos + that * sin (4 ops, not 7)
+                                                the half turn, then x * cos + that * sin (4 ops, not 7); cos, sin
+                                                of r < d columns: x's first r columns rotated, the rest passed
+                                                through (heads zero-padded by padded_heads)
     paged_update_cache(cache, x, positions, page_table)   (in place, returns cache) user b's new key or value
                                                 row x[0, b] ([kv heads, d]) written at position positions[b]
                                                 of its sequence: block page_table[b, pos // block] of the paged
@@ -178,8 +180,17 @@ def _split_qkv_heads(x, num_heads):
 
 
 def _rotary_embedding(x, cos, sin):
-    half = x.shape[-1] // 2
+    r = _rotated_width(x.shape, cos.shape)
+    if r < x.shape[-1]:  # (the first r columns rotated, the rest passed through)
+        return torch.cat((_rotary_embedding(x[..., :r], cos, sin), x[..., r:]), -1)
+    half = r // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+def _rotated_width(x_shape, cos_shape) -> int:
+    """How many leading columns of x a rotary embedding by cos rotates: cos's width, or all of x's (a cos of width 1
+    broadcasts)."""
+    return cos_shape[-1] if len(cos_shape) and 1 < cos_shape[-1] < x_shape[-1] else x_shape[-1]
 
 
 def _rotary_fits(x_shape, cos_shape, sin_shape) -> bool:
@@ -321,8 +332,8 @@ def _qkv_head_size(name: str, x, weights, biases, num_heads: int, num_kv_heads: 
     head = weights[0].shape[0] // num_heads if num_heads > 0 else 0
     if num_heads <= 0 or num_kv_heads <= 0 or weights[0].shape[0] % num_heads \
             or any(w.shape[0] != n * head for w, n in zip(weights[1:], (num_kv_heads, num_kv_heads))):
-        raise RuntimeError(f"ttnn_eager.{name}: {num_heads} query and {num_kv_heads} key/value heads of one size, "
-                           f"got weights of {[w.shape[0] for w in weights]} rows")
+        raise RuntimeError(f"ttnn_eager.{name}: key and value weights of {num_kv_heads} heads of the query's size "
+                           f"{head}, got {weights[1].shape[0]} and {weights[2].shape[0]} rows")
     if width is not None and width < head:
         raise RuntimeError(f"ttnn_eager.{name}: head_width {width} is less than the head size {head}")
     if (width or head) % api.TILE_SIZE:
@@ -381,10 +392,7 @@ DECODE_USERS = 32  # nlp_create_qkv_heads_decode's most users (one a core) and q
                 "into the decode layout by one TT-NN op, height-sharded one user a core (batch 1, at most 32 users "
                 "and 32 query heads, head size a multiple of 32, bfloat16/float32, else the CPU fallback)")
 def qkv_heads_decode(x, weights, biases, num_heads, num_kv_heads):
-    head = _qkv_head_size("qkv_heads_decode", x, weights, biases, num_heads, num_kv_heads)
-    if weights[1].shape[0] != num_kv_heads * head or weights[2].shape[0] != num_kv_heads * head:
-        raise RuntimeError(f"ttnn_eager.qkv_heads_decode: key and value weights of {num_kv_heads} heads of the "
-                           f"query's size {head}, got {weights[1].shape[0]} and {weights[2].shape[0]} rows")
+    _qkv_head_size("qkv_heads_decode", x, weights, biases, num_heads, num_kv_heads)
     batch, users, _ = x.shape
     if batch != 1:
         raise Unfit(f"batch {batch} (the decode layout: one sequence of users, batch 1)")
@@ -456,9 +464,13 @@ def _rotary_decode_fits(x_shape, cos_shape, sin_shape, cores: int) -> bool:
                 "[1, users, 1, d]: the same op in decode mode on heads height-sharded one user a core (as "
                 "qkv_heads_decode gives them; others sharded first) and cos, sin sharded once each "
                 "(layout.decode_rows); bfloat16 heads of other sizes: rotate_half as one exact matmul by a "
-                "signed permutation, then multiply, multiply, add; others op by op")
+                "signed permutation, then multiply, multiply, add; others op by op; cos and sin narrower than the "
+                "heads (heads zero-padded to whole tiles, a partial rotary): the first columns rotated by the half "
+                "turn of those columns, cos and sin padded by ones and zeros once, the rest passed through")
 def rotary_embedding(x, cos, sin):
-    d = x.shape[-1]
+    d, r = x.shape[-1], _rotated_width(x.shape, cos.shape)
+    if r < d:
+        return _partial_rotary(x, cos, sin, r)
     if x.tt_dtype == cos.tt_dtype == sin.tt_dtype and _rotary_decode_fits(x.shape, cos.shape, sin.shape,
                                                                           api.core_count(x.index)):
         out = api.run("experimental.rotary_embedding_hf", policy.decode_heads(x), policy.decode_rows(cos),
@@ -475,14 +487,40 @@ def rotary_embedding(x, cos, sin):
     return add(mul(x, cos), mul(turned, sin))
 
 
-def _half_turn(d: int) -> torch.Tensor:
+def _partial_rotary(x, cos, sin, r: int):
+    """The rotary embedding of x's first r columns (cos, sin of width r), the rest passed through: heads zero-padded
+    to whole tiles (the compile pass padded_heads) or a partial rotary. bfloat16: x times the half turn of its first
+    r columns (the other rows and columns of the table zero), then x * cos' + that * sin' with cos and sin padded
+    to x's width by ones and zeros (once per cos and sin: every layer's heads share them): 4 TT-NN ops a call;
+    else op by op on the slices."""
+    d, n = x.shape[-1], len(cos.shape)
+    if r % 2:
+        raise RuntimeError(f"ttnn_eager.rotary_embedding: a rotated width of {r} columns, not even")
+    x = policy.interleaved(x)
+    if x.tt_dtype == api.BFLOAT16 and n and cos.tt_dtype == sin.tt_dtype:
+        widths = [(0, 0)] * (n - 1) + [(0, d - r)]
+        cos_w, sin_w = (policy.prepared(t, ("rotary_width", d), lambda h, v=v: api.run("pad", h, widths, v),
+                                        conversion=False) for t, v in ((cos, 1.0), (sin, 0.0)))
+        turned = api.run("matmul", x, device_table(("half_turn", d, r), lambda: _half_turn(d, r), api.BFLOAT16,
+                                                   x.index),
+                         compute_kernel_config=policy.compute_config("exact", x.index))
+        return add(mul(x, cos_w), mul(turned, sin_w))
+    last = len(x.shape) - 1
+    head = slice_handle(x, last, 0, r)
+    turned = cat([neg(slice_handle(head, last, r // 2, r)), slice_handle(head, last, 0, r // 2)], last)
+    return cat([add(mul(head, cos), mul(turned, sin)), slice_handle(x, last, r, d)], last)
+
+
+def _half_turn(d: int, r: int | None = None) -> torch.Tensor:
     """R [d, d] with x @ R = rotate_half(x) = cat(-x[d/2:], x[:d/2]): a signed permutation, so the product of a
-    bfloat16 x is exact at HiFi4 (every product is x_i * +-1, every sum has one term)."""
-    h = d // 2
-    r = torch.zeros(d, d)
-    r[torch.arange(h, d), torch.arange(h)] = -1.0
-    r[torch.arange(h), torch.arange(h, d)] = 1.0
-    return r
+    bfloat16 x is exact at HiFi4 (every product is x_i * +-1, every sum has one term). With r < d: the half turn
+    of x's first r columns, zero in the others."""
+    r = d if r is None else r
+    h = r // 2
+    t = torch.zeros(d, d)
+    t[torch.arange(h, r), torch.arange(h)] = -1.0
+    t[torch.arange(h), torch.arange(h, r)] = 1.0
+    return t
 
 
 @lowering(ops.cache_update.default, ttnn=["expand", "scatter"], needs=ANY,

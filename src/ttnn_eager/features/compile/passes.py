@@ -17,7 +17,8 @@ pattern did (shapes read from the nodes' fake values) and no intermediate is use
     cat_slices            cat of consecutive slices of one tensor           -> one slice, or the tensor
     cat_empties           cat with empty inputs (a DynamicCache's first keys and values) -> of the others, or the one
     padded_heads          attention at a head size d not of whole tiles (16, 48, 80 ...): q, k, v linears of one input
-                          viewed into heads, sdpa, heads merged and projected -> ttnn_eager.qkv_heads(head_width=
+                          viewed into heads (q and k maybe through a rotary_embedding, which then rotates the padded
+                          heads' first d columns), sdpa, heads merged and projected -> ttnn_eager.qkv_heads(head_width=
                           d rounded up to 32: the weights zero-padded head by head, once), sdpa of the padded heads
                           at scale 1/sqrt(d), ttnn_eager.concat_heads, ttnn_eager.heads_linear (the projection's
                           weight padded to match); a key or value also returned (a cache) is sliced back for that use
@@ -883,17 +884,20 @@ def grouped_attention(g: fx.Graph) -> int:
     return done
 
 
-def _projection_heads(t, sdpa):
-    """t = transpose(view(linear(x, w, b) [b, s, h*d], [b, s, h, d]), 1, 2), each used only by the next, t by sdpa
-    once (and by others: a key or value returned as the layer's cache): (x, w, b, h, d, the nodes) or None."""
-    if not (_is(t, aten.transpose.int) and sdpa in t.users and _is(t.args[0], *_VIEWS)
-            and sum(a is t for a in sdpa.args[:3]) == 1):
+def _projection_heads(a, sdpa):
+    """sdpa's argument a = t or rotary_embedding(t, cos, sin) of t = transpose(view(linear(x, w, b) [b, s, h*d],
+    [b, s, h, d]), 1, 2), each used only by the next, a by sdpa once (and by others: a key or value returned as
+    the layer's cache): (x, w, b, h, d, (t, the view, the linear), a) or None."""
+    if not (sdpa in a.users and sum(u is a for u in sdpa.args[:3]) == 1):
+        return None
+    t = a.args[0] if _is(a, _ops().rotary_embedding.default) else a
+    if not (_is(t, aten.transpose.int) and _is(t.args[0], *_VIEWS) and (t is a or list(t.users) == [a])):
         return None
     b = _head_branch(t.args[0].args[0])
     if b is None or b[0] is not t:
         return None
     lin = b[3][1]
-    return lin.args[0], lin.args[1], lin.args[2] if len(lin.args) > 2 else None, b[1], b[2], (t, *b[3])
+    return lin.args[0], lin.args[1], lin.args[2] if len(lin.args) > 2 else None, b[1], b[2], (t, *b[3]), a
 
 
 def _projected_output(sdpa):
@@ -957,14 +961,16 @@ def padded_heads(g: fx.Graph) -> int:
                                     (branches[0][0], [b[1] for b in branches], biases, heads[0], heads[1], width))
             parts = [g.call_function(operator.getitem, (fused, i)) for i in range(3)]
         for b, part in zip(branches, parts):
-            t = b[5][0]
-            for user in [u for u in t.users if u is not n]:  # (they see the heads of d: a slice of the padded)
+            t, a = b[5][0], b[6]
+            head = part if a is t else a  # (a rotary embedding of the padded heads rotates their first d columns)
+            for user in [u for u in a.users if u is not n]:  # (they see heads of d: a slice of the padded ones)
                 with g.inserting_before(user):
-                    narrow = g.call_function(aten.slice.Tensor, (part, 3, 0, d))
-                narrow.meta.update(t.meta)
-                user.replace_input_with(t, narrow)
+                    narrow = g.call_function(aten.slice.Tensor, (head, 3, 0, d))
+                narrow.meta.update(a.meta)
+                user.replace_input_with(a, narrow)
             _replace(t, part, b[5][1:])
-            _with_shape(part, (*_shape(part)[:3], width))
+            for node in {part, head}:
+                _with_shape(node, (*_shape(node)[:3], width))
         scale = n.kwargs.get("scale")
         n.kwargs = {**n.kwargs, "scale": d ** -0.5 if scale is None else scale}
         _with_shape(n, (*_shape(n)[:3], width))
