@@ -447,6 +447,16 @@ def test_a_rotary_embedding_of_padded_heads_rotates_their_first_columns(width, r
         ttnn_eager.configure(**previous)
 
 
+def test_an_attention_without_a_heads_dimension_compiles():
+    """sdpa of 3-D q, k, v ([batch, seq, d]: PyTorch allows it) at a head size of 16: the head-padding pass,
+    which reads [b, h, s, d], leaves it alone."""
+    f = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v) * 2, backend="ttnn")
+    q, k, v = _r(2, 24, 16), _r(2, 24, 16) * 0.5, _r(2, 24, 16)
+    with torch.no_grad():
+        got = f(q.to(DEV), k.to(DEV), v.to(DEV)).cpu()
+    assert pcc(got, F.scaled_dot_product_attention(q, k, v) * 2) >= 0.999
+
+
 # ------------------------------------------------------------------------------------------ fusion passes
 def _aten_graph(fn, *args):
     """fn's inference aten graph on ttnn tensors (aot_autograd's, as the backend receives it: linear and

@@ -933,10 +933,11 @@ def padded_heads(g: fx.Graph) -> int:
     the next multiple of 32 (ttnn_eager.qkv_heads(head_width=)), sdpa of those heads (the zeros add nothing to
     q.k and give zero output columns; its scale stays 1/sqrt(d)), ttnn_eager.concat_heads, and the output
     projection's weight padded with zero input columns to match (ttnn_eager.heads_linear): the weights padded
-    once, no pad or slice in the forward (a bert layer at head 16: 5 TT-NN ops for the attention, not 17)."""
+    once, no pad or slice in the forward (a bert layer at head 16: 5 TT-NN ops for the attention, not 17). A
+    rotary embedding of q or k between stays, on the padded heads (it rotates their first d columns)."""
     done = 0
     for n in list(g.nodes):
-        if not _is(n, aten.scaled_dot_product_attention.default) or len(n.args) < 3 or _shape(n) is None:
+        if not _is(n, aten.scaled_dot_product_attention.default) or len(n.args) < 3 or len(_shape(n) or ()) != 4:
             continue
         dropout = n.args[4] if len(n.args) > 4 else n.kwargs.get("dropout_p", 0.0)
         branches = [_projection_heads(t, n) for t in n.args[:3]]
