@@ -239,6 +239,13 @@ COMPILED_NOTES = {
     "padded to 32, and seed 0 falls the other way: eager 0.99214, compiled 0.98634. At seeds 1 to 4 eager "
     "gives 0.99954, 0.99988, 0.99989, 0.99982 with the kernel and 0.99982, 0.99925, 0.99989, 0.99990 with the "
     "decomposition, so the same spread, one seed's 4 values either way.)",
+    "vits": "its output length is `ceil` of predicted durations (zoo note above), which the fused layer norm moves: "
+    "compiled with the fusion passes off (`options={\"fuse\": False, \"replay\": False}`), or with every pass but "
+    "`add_layer_norm`, the device gives eager mode's waveform length (11776 samples for row 0 in one run of the zoo's "
+    "inputs), and so does backend \"aot_eager\" on ttnn:0; with `add_layer_norm` (TT-NN's layer_norm adding the "
+    "residual inside its kernel, before its own rounding) 11008, where the CPU in float32 gives 11264 (2026-12-06: "
+    "the zoo's vits from tools/zoo/building.build, the RNG state reset before each call). A token's duration rounds the other way: the fused sum is not a wrong answer, and "
+    "neither length is the CPU's.",
     "switch_transformers": "the encoder's top-1 router over near-ties: token (0, 2) has the CPU's top-2 logits "
     "4.6947 and 4.6877 (a gap of 0.007) and token (1, 15) 10.450 and 10.371 (0.080, about one bfloat16 step "
     "there: 0.0625). The router asks for float32, which the default storage keeps as bfloat16; compiled, both "
