@@ -144,6 +144,36 @@ def test_module_to_keeps_parameter_identity_and_tied_weights():
     assert word.device.type == "cpu" and torch.equal(word.detach(), expected)
 
 
+def test_a_module_converted_to_what_it_is_inside_a_compiled_forward_is_left_alone():
+    """switch_transformers' router calls `self.classifier.to(self.dtype)` in its forward: under torch.compile the
+    graph's guards hold weak references to the parameters, so swapping each with itself (what PyTorch's _apply
+    does with swaps on) raised "_apply(): Couldn't swap Linear.weight". A conversion to the device and dtype a
+    module on ttnn already has changes nothing (its Parameters stay the same objects)."""
+    class Router(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.classifier = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            self.classifier = self.classifier.to(torch.float32)
+            return self.classifier(x).softmax(-1)
+
+    torch.manual_seed(0)
+    ref, x = Router(), torch.randn(2, 5, 8)
+    m = Router()
+    m.load_state_dict(ref.state_dict())
+    m.to(DEV)
+    weight = m.classifier.weight
+    torch._dynamo.reset()
+    fast = torch.compile(m, backend="ttnn")
+    with torch.no_grad():
+        for _ in range(3):
+            got = fast(x.to(DEV)).cpu()
+            assert float((got - ref(x)).abs().max()) < 0.01
+    assert m.classifier.weight is weight and m.to(DEV, torch.float32).classifier.weight is weight
+    torch._dynamo.reset()
+
+
 def test_memory_returns_to_baseline_after_del():
     torch.zeros(1, device=DEV)  # the device is open
     gc.collect()

@@ -358,6 +358,8 @@ def _patch_module_apply() -> None:
 
     @functools.wraps(apply)
     def _apply(self, fn, recurse=True):
+        if _changes_nothing(self, fn, recurse):
+            return self
         if _moving:
             return moved(self, fn, recurse)
         _moving.append(({}, []))
@@ -376,3 +378,26 @@ def _patch_module_apply() -> None:
 
     _apply._ttnn_eager_wrapped = True
     M._apply = _apply
+
+
+def _changes_nothing(module, fn, recurse: bool) -> bool:
+    """fn is Module.to's conversion to the device and dtype every parameter and buffer of a module on a ttnn device
+    already has (switch_transformers' router calls `self.classifier.to(self.dtype)` in its forward): PyTorch's
+    _apply would set each tensor to itself; with swaps (above) it would swap each with itself, which fails on a
+    parameter a compiled graph's guards hold a weak reference to ("Cannot swap t1 because it has weakref")."""
+    code = getattr(fn, "__code__", None)
+    if code is None or fn.__name__ != "convert" or not fn.__closure__ \
+            or not {"device", "dtype"} <= set(code.co_freevars):
+        return False
+    try:
+        cells = dict(zip(code.co_freevars, (c.cell_contents for c in fn.__closure__)))
+    except ValueError:  # (an empty cell)
+        return False
+    device, dtype = cells["device"], cells["dtype"]
+    if cells.get("convert_to_format") is not None:
+        return False
+    tensors = list(itertools.chain(module.parameters(recurse=recurse), module.buffers(recurse=recurse)))
+    from . import tensor
+    return bool(tensors) and all(
+        tensor.is_ttnn(t) and (device is None or torch.device(device) == t.device)
+        and (dtype is None or not (t.is_floating_point() or t.is_complex()) or t.dtype == dtype) for t in tensors)
