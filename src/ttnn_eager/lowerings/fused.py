@@ -87,7 +87,7 @@ from ..device import api
 from ._common import device_table
 from .elementwise import add, mul, neg
 from .matmul import matmul_handles
-from .views import cat, same_values, slice_handle
+from .views import cat, reshape, same_values, slice_handle
 
 LIB = torch.library.Library("ttnn_eager", "DEF")
 LIB.define("linear_activation(Tensor input, Tensor weight, Tensor? bias, str activation) -> Tensor")
@@ -343,19 +343,28 @@ def _qkv_head_size(name: str, x, weights, biases, num_heads: int, num_kv_heads: 
 
 def _heads_padded(parts: list, heads: list, width: int, name: str, dim: int = 0):
     """The parts (q, k, v weights or biases, or one weight) each zero-padded head by head to `width` along `dim`
-    (pad_heads) and concatenated along their first dimension: made once on the host from their values, uploaded
-    in their device dtype (float32 if one part is), and kept with the first part while no part is written
-    (layout.prepared)."""
-    at = next(i for i, p in enumerate(parts) if p is not None)  # (the form is kept with it; a missing bias: zeros)
+    (pad_heads: reshape, pad, reshape on the device -- a mesh's chips each pad their own shard -- a missing bias
+    zeros) and concatenated along their first dimension: made once and kept with the first part present while no
+    part is written (layout.prepared)."""
+    at = next(i for i, p in enumerate(parts) if p is not None)
     key = (name, width, dim, at) + tuple(None if p is None else (id(p), p.version) for p in parts[at + 1:])
 
+    def padded(h, n):
+        shape = list(h.shape)
+        d = shape[dim] // n
+        split = reshape(h, shape[:dim] + [n, d] + shape[dim + 1:])
+        wide = api.run("pad", split, [(0, 0)] * (dim + 1) + [(0, width - d)] + [(0, 0)] * (len(shape) - dim - 1),
+                       0.0)
+        wide.shape = torch.Size(shape[:dim] + [n, width] + shape[dim + 1:])
+        return reshape(wide, shape[:dim] + [n * width] + shape[dim + 1:])
+
     def make(h):
-        hs = [h if i == at else p for i, p in enumerate(parts)]
-        value = torch.cat([torch.zeros(n * width) if p is None else pad_heads(api.host_value(p).float(), n, width, dim)
-                           for p, n in zip(hs, heads)])
-        tt_dtype = api.FLOAT32 if any(p is not None and p.tt_dtype == api.FLOAT32 for p in hs) else h.tt_dtype
-        return api.upload(value, tt_dtype, api.TILE, h.index, dtype=h.dtype,
-                          via=policy.transfer_layout(value.shape, tt_dtype, api.TILE))
+        hs = [policy.materialize(h) if i == at else None if p is None else policy.materialize(p)
+              for i, p in enumerate(parts)]
+        done = [None if p is None else padded(policy.ensure(p, TILE), n) for p, n in zip(hs, heads)]
+        done = [api.create("zeros", ((n * width,),), h.tt_dtype, api.TILE, h.index, h.dtype) if p is None else p
+                for p, n in zip(done, heads)]
+        return done[0] if len(done) == 1 else api.run("concat", policy.ensure_promoted(done), dim=0)
     return policy.prepared(parts[at], key, make)
 
 
