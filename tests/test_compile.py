@@ -340,6 +340,10 @@ CASES = {
     "qkv_heads_padded_key_without_bias": (lambda x, wq, wk, wv, bq, bv: fused.qkv_heads(x, [wq, wk, wv], [bq, None, bv],
                                                                                           4, 4, 32),
                                           [[_r(2, 24, 64), _r(64, 64), _r(64, 64), _r(64, 64), _r(64), _r(64)]]),
+    # a missing bias beside heads already of whole tiles (head_width = the head size: nothing padded)
+    "qkv_heads_whole_tiles_key_without_bias": (lambda x, wq, wk, wv, bq, bv: fused.qkv_heads(
+        x, [wq, wk, wv], [bq, None, bv], 4, 4, 32), [[_r(2, 24, 128), _r(128, 128), _r(128, 128), _r(128, 128),
+                                                     _r(128), _r(128)]]),
     "qkv_heads_padded_gqa": (lambda x, wq, wk, wv: fused.qkv_heads(x, [wq, wk, wv], [None] * 3, 4, 2, 96),
                              [[_r(1, 40, 320), _r(320, 320), _r(160, 320), _r(160, 320)]]),
     "heads_linear": (lambda x, w, b: fused.heads_linear(x, w, b, 4), [[_r(2, 24, 128), _r(64, 64), _r(64)]]),

@@ -352,6 +352,8 @@ def _heads_padded(parts: list, heads: list, width: int, name: str, dim: int = 0)
     def padded(h, n):
         shape = list(h.shape)
         d = shape[dim] // n
+        if d == width:  # (nothing to pad: a missing bias beside whole-tile heads)
+            return h
         split = reshape(h, shape[:dim] + [n, d] + shape[dim + 1:])
         wide = api.run("pad", split, [(0, 0)] * (dim + 1) + [(0, width - d)] + [(0, 0)] * (len(shape) - dim - 1),
                        0.0)
@@ -371,7 +373,8 @@ def _heads_padded(parts: list, heads: list, width: int, name: str, dim: int = 0)
 def _qkv_matmul(x, weights, biases, heads=None, width=None):
     """x times the q, k and v weights concatenated (once), their biases added: [..., q | k | v]; with `width`,
     each head zero-padded to width columns first (heads: the parts' head counts)."""
-    if width is not None and (width * sum(heads) != sum(w.shape[0] for w in weights) or None in biases):
+    if width is not None and (width * sum(heads) != sum(w.shape[0] for w in weights)
+                              or any(b is None for b in biases)):
         w = _heads_padded(list(weights), heads, width, "qkv_weight")
         b = _heads_padded(list(biases), heads, width, "qkv_bias") if any(b is not None for b in biases) else None
     else:
@@ -382,7 +385,7 @@ def _qkv_matmul(x, weights, biases, heads=None, width=None):
 
 @lowering(ops.qkv_heads.default, ttnn=["concat", "linear", "transformer.split_query_key_value_and_split_heads"],
           needs=TILE, notes="one matmul on the q, k, v weights concatenated once (with head_width: each head's rows "
-                            "zero-padded to it, made once on the host); heads split by one TT-NN op (head size or "
+                            "zero-padded to it, made once on the device); heads split by one TT-NN op (head size or "
                             "head_width a multiple of 32, else the CPU fallback)")
 def qkv_heads(x, weights, biases, num_heads, num_kv_heads, head_width=None):
     width = _qkv_head_size("qkv_heads", x, weights, biases, num_heads, num_kv_heads, head_width)
@@ -432,7 +435,7 @@ def concat_heads(x):
 
 @lowering(ops.heads_linear.default, ttnn=["linear"], needs=TILE,
           notes="the weight's input columns zero-padded head by head to the input's head width (made once on the "
-                "host): one ttnn.linear")
+                "device): one ttnn.linear")
 def heads_linear(x, weight, bias, num_heads):
     if len(weight.shape) != 2 or num_heads <= 0 or weight.shape[1] % num_heads or x.shape[-1] % num_heads \
             or x.shape[-1] // num_heads < weight.shape[1] // num_heads:

@@ -71,6 +71,7 @@ one view; the head split needs the linears unfused; gelu_tanh before the activat
 from __future__ import annotations
 
 import operator
+import typing
 
 import torch
 import torch.fx as fx
@@ -884,10 +885,20 @@ def grouped_attention(g: fx.Graph) -> int:
     return done
 
 
-def _projection_heads(a, sdpa):
+class _Projection(typing.NamedTuple):
+    x: fx.Node      # the linear's input
+    weight: fx.Node
+    bias: fx.Node | None
+    heads: int
+    size: int       # d
+    nodes: tuple    # (t, the view, the linear)
+    arg: fx.Node    # what sdpa takes: t, or the rotary embedding of t
+
+
+def _projection_heads(a, sdpa) -> _Projection | None:
     """sdpa's argument a = t or rotary_embedding(t, cos, sin) of t = transpose(view(linear(x, w, b) [b, s, h*d],
     [b, s, h, d]), 1, 2), each used only by the next, a by sdpa once (and by others: a key or value returned as
-    the layer's cache): (x, w, b, h, d, (t, the view, the linear), a) or None."""
+    the layer's cache)."""
     if not (sdpa in a.users and sum(u is a for u in sdpa.args[:3]) == 1):
         return None
     t = a.args[0] if _is(a, _ops().rotary_embedding.default) else a
@@ -897,7 +908,7 @@ def _projection_heads(a, sdpa):
     if b is None or b[0] is not t:
         return None
     lin = b[3][1]
-    return lin.args[0], lin.args[1], lin.args[2] if len(lin.args) > 2 else None, b[1], b[2], (t, *b[3]), a
+    return _Projection(lin.args[0], lin.args[1], lin.args[2] if len(lin.args) > 2 else None, b[1], b[2], (t, *b[3]), a)
 
 
 def _projected_output(sdpa):
@@ -942,34 +953,34 @@ def padded_heads(g: fx.Graph) -> int:
         dropout = n.args[4] if len(n.args) > 4 else n.kwargs.get("dropout_p", 0.0)
         branches = [_projection_heads(t, n) for t in n.args[:3]]
         out = _projected_output(n)
-        if dropout or out is None or any(b is None for b in branches) or len({b[0] for b in branches}) != 1:
+        if dropout or out is None or any(b is None for b in branches) or len({b.x for b in branches}) != 1:
             continue
-        heads, sizes = [b[3] for b in branches], {b[4] for b in branches}
+        heads, sizes = [b.heads for b in branches], {b.size for b in branches}
         d = sizes.pop()
         if sizes or not d % TILE or heads[1] != heads[2] or heads[0] % heads[1] \
                 or (heads[0] != heads[1] and not n.kwargs.get("enable_gqa", False)):
             continue
-        biases = [b[2] for b in branches]  # (some may be None: whisper's key has no bias)
-        if len(_shape(branches[0][0]) or ()) != 3:
+        biases = [b.bias for b in branches]  # (some may be None: whisper's key has no bias)
+        if len(_shape(branches[0].x) or ()) != 3:
             continue
         order = {node: i for i, node in enumerate(g.nodes)}
-        first = min((b[5][0] for b in branches), key=order.__getitem__)
-        if any(isinstance(a, fx.Node) and order[a] > order[first] for b in branches for a in (b[1], b[2])):
+        first = min((b.nodes[0] for b in branches), key=order.__getitem__)
+        if any(isinstance(a, fx.Node) and order[a] > order[first] for b in branches for a in (b.weight, b.bias)):
             continue  # a weight made after the first head is used: leave the pattern alone
         width = d + -d % TILE
         with g.inserting_before(first):
             fused = g.call_function(_ops().qkv_heads.default,
-                                    (branches[0][0], [b[1] for b in branches], biases, heads[0], heads[1], width))
+                                    (branches[0].x, [b.weight for b in branches], biases, heads[0], heads[1], width))
             parts = [g.call_function(operator.getitem, (fused, i)) for i in range(3)]
         for b, part in zip(branches, parts):
-            t, a = b[5][0], b[6]
+            t, a = b.nodes[0], b.arg
             head = part if a is t else a  # (a rotary embedding of the padded heads rotates their first d columns)
             for user in [u for u in a.users if u is not n]:  # (they see heads of d: a slice of the padded ones)
                 with g.inserting_before(user):
                     narrow = g.call_function(aten.slice.Tensor, (head, 3, 0, d))
                 narrow.meta.update(a.meta)
                 user.replace_input_with(a, narrow)
-            _replace(t, part, b[5][1:])
+            _replace(t, part, b.nodes[1:])
             for node in {part, head}:
                 _with_shape(node, (*_shape(node)[:3], width))
         scale = n.kwargs.get("scale")
